@@ -1,0 +1,7 @@
+"""``python -m dpsmooth_spark``."""
+
+import sys
+
+from dpsmooth_spark.cli import main
+
+sys.exit(main())

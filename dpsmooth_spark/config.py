@@ -1,0 +1,187 @@
+"""One validated schema for a release, loaded from YAML.
+
+Unknown keys are errors (a typo must not silently fall back to a default), and every message
+names the offending key, e.g. ``privacy.epsilon: Input should be greater than 0``.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from dpsmooth_spark.mechanisms.smooth_pca import SmoothPCAParams
+
+
+class ConfigError(ValueError):
+    """A configuration file that cannot be used; the message names the bad key."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class InputConfig(_Strict):
+    """Where the sensitive table is and what to do with unusable rows.
+
+    Attributes:
+        path: file or directory (Parquet) or CSV file/directory.
+        format: ``parquet`` or ``csv`` (CSV needs a header row).
+        on_invalid: rows with a null, NaN, infinite or non-numeric value in a selected column:
+            ``error`` stops the job before any noise is drawn; ``drop`` removes those rows (a
+            per-record transformation, so the privacy guarantee is unchanged).
+        max_clamped_fraction: the job stops if more than this fraction of rows lie outside the
+            public bounds, since the bounds are then probably wrong. The check is shown to the
+            operator only and never written to a release.
+    """
+
+    path: str
+    format: Literal["parquet", "csv"] = "parquet"
+    on_invalid: Literal["error", "drop"] = "error"
+    max_clamped_fraction: float = Field(default=0.5, ge=0.0, le=1.0)
+
+
+class ColumnConfig(_Strict):
+    """A numeric column with its public bounds (never taken from the data)."""
+
+    name: str = Field(min_length=1)
+    lower: float
+    upper: float
+
+    @model_validator(mode="after")
+    def _bounds_ordered(self) -> "ColumnConfig":
+        if not (math.isfinite(self.lower) and math.isfinite(self.upper)):
+            raise ValueError(f"bounds of column {self.name!r} must be finite")
+        if not self.lower < self.upper:
+            raise ValueError(f"column {self.name!r}: lower ({self.lower}) must be < upper ({self.upper})")
+        return self
+
+
+class PrivacyConfig(_Strict):
+    """The release's budget; ``delta > 0`` selects the Gaussian (epsilon, delta) mode."""
+
+    epsilon: float = Field(gt=0)
+    delta: float = Field(default=0.0, ge=0, lt=1)
+
+    @field_validator("epsilon")
+    @classmethod
+    def _finite(cls, value: float) -> float:
+        if not math.isfinite(value):
+            raise ValueError("epsilon must be finite")
+        return value
+
+
+class OutputConfig(_Strict):
+    """Where the release goes.
+
+    Attributes:
+        path: release folder: ``data/`` (Parquet), ``summary.json``, ``manifest.json``.
+        rows: number of synthetic records; default is the noisy count.
+        mode: ``error`` if the folder exists, or ``overwrite`` (replaced atomically).
+    """
+
+    path: str
+    rows: int | None = Field(default=None, ge=1, le=10**9)
+    mode: Literal["error", "overwrite"] = "error"
+
+
+class SparkConfig(_Strict):
+    """Spark session settings (ignored when the job runs under an existing session)."""
+
+    master: str = "local[*]"
+    conf: dict[str, str] = Field(default_factory=dict)
+
+
+class ReleaseConfig(_Strict):
+    """A complete synthetic-data release."""
+
+    input: InputConfig
+    columns: list[ColumnConfig] = Field(min_length=1)
+    privacy: PrivacyConfig
+    output: OutputConfig
+    mechanism: SmoothPCAParams = Field(default_factory=SmoothPCAParams)
+    spark: SparkConfig = Field(default_factory=SparkConfig)
+    seed: int | None = None
+    test_mode: bool = False
+    release_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.:+-]{1,128}$")
+
+    @field_validator("columns")
+    @classmethod
+    def _unique(cls, columns: list[ColumnConfig]) -> list[ColumnConfig]:
+        names = [c.name for c in columns]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"duplicate column names: {dupes}")
+        return columns
+
+    @model_validator(mode="after")
+    def _seed_needs_test_mode(self) -> "ReleaseConfig":
+        if self.seed is not None and not self.test_mode:
+            raise ValueError("seed is only allowed with test_mode: true (seeded noise is not a secure release)")
+        return self
+
+    @property
+    def column_names(self) -> list[str]:
+        """Selected columns, in config order."""
+        return [c.name for c in self.columns]
+
+
+def parse_config(data: Any, base_dir: Path | None = None) -> ReleaseConfig:
+    """Validate a mapping; relative paths are resolved against ``base_dir``."""
+    if not isinstance(data, dict):
+        raise ConfigError("config must be a mapping at the top level")
+    try:
+        config = ReleaseConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_format(exc)) from None
+    if base_dir is not None:
+        config = config.model_copy(update={
+            "input": config.input.model_copy(update={"path": _resolve(config.input.path, base_dir)}),
+            "output": config.output.model_copy(update={"path": _resolve(config.output.path, base_dir)}),
+        })
+    return config
+
+
+def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> ReleaseConfig:
+    """Read and validate a YAML config; relative paths are relative to the working directory.
+
+    ``overrides`` maps dotted keys (``privacy.epsilon``) to values applied before validation.
+    """
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config {path} is not valid YAML: {exc}") from None
+    for dotted, value in (overrides or {}).items():
+        _set_dotted(data, dotted, value)
+    return parse_config(data, base_dir=Path.cwd())
+
+
+def _set_dotted(data: dict, dotted: str, value: Any) -> None:
+    keys = dotted.split(".")
+    node = data
+    for key in keys[:-1]:
+        node = node.setdefault(key, {})
+    node[keys[-1]] = value
+
+
+def _resolve(path: str, base_dir: Path) -> str:
+    if "://" in path or Path(path).is_absolute():
+        return path
+    return str((base_dir / path).resolve())
+
+
+def _format(exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key"
+        lines.append(f"{loc}: {msg}")
+    return "invalid config:\n  " + "\n  ".join(lines)

@@ -1,0 +1,1 @@
+"""Pure numpy/scipy building blocks: no Spark, no privacy accounting."""

@@ -1,0 +1,276 @@
+"""Chebyshev basis functions, multi-index sets and the exact partial sums of the data pass.
+
+A basis function is ``prod_i T_{r_i}(x_i)`` for a multi-index ``r`` (the paper's
+``cos(r_i arccos x_i)``). The practical mechanism uses multi-indices with at most two non-zero
+entries, so every basis sum is an entry of ``Z^T Z`` for the per-row Chebyshev table
+``Z = [1, T_1(x_1) .. T_g(x_1), ..., T_1(x_d) .. T_g(x_d)]``: one GEMM per batch.
+
+The data pass rounds ``Z`` to the fixed-point grid ``2**-FRACTION_BITS`` and accumulates ``Z^T Z``
+as integers. The sums are then exact, identical for every partitioning and retry, and each
+record changes each sum by at most ``1`` in real units (``|q(T_r)| <= 2**FRACTION_BITS``), which
+is the sensitivity that ``docs/privacy.md`` uses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+import numpy as np
+
+FRACTION_BITS = 16
+"""Fixed-point resolution of a Chebyshev value: products are integers below 2**32."""
+SCALE = float(1 << FRACTION_BITS)
+GEMM_CHUNK_ROWS = 1 << 20
+"""float64 represents integers exactly up to 2**53; 2**20 rows of products <= 2**32 stay below."""
+
+
+def chebyshev_table(x: np.ndarray, degree: int) -> np.ndarray:
+    """``T_0 .. T_degree`` at every entry of ``x`` by the three-term recurrence.
+
+    Args:
+        x: values in [-1, 1], any shape.
+        degree: highest degree (>= 0).
+
+    Returns:
+        Array of shape ``x.shape + (degree + 1,)``.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    out = np.empty(x.shape + (degree + 1,), dtype=np.float64)
+    out[..., 0] = 1.0
+    if degree >= 1:
+        out[..., 1] = x
+    for r in range(2, degree + 1):
+        out[..., r] = 2.0 * x * out[..., r - 1] - out[..., r - 2]
+    return out
+
+
+def chebyshev_direct(x: np.ndarray, r: int) -> np.ndarray:
+    """The paper's definition ``cos(r arccos x)``; a test oracle for :func:`chebyshev_table`."""
+    return np.cos(r * np.arccos(np.clip(x, -1.0, 1.0)))
+
+
+@dataclass(frozen=True)
+class BasisSet:
+    """A set of multi-indices with at most two non-zero entries and per-coordinate degree <= g.
+
+    Attributes:
+        d: number of columns.
+        degree: highest per-coordinate Chebyshev degree ``g``.
+        indices: integer array ``(R, d)``; row ``j`` is the multi-index of basis function ``j``.
+            The constant function (the count) is not part of the set.
+    """
+
+    d: int
+    degree: int
+    indices: np.ndarray = field(repr=False)
+
+    @property
+    def size(self) -> int:
+        """R, the number of basis functions."""
+        return int(self.indices.shape[0])
+
+    @classmethod
+    def marginal(cls, d: int, degree: int) -> "BasisSet":
+        """``T_r(x_i)`` for every column ``i`` and ``1 <= r <= degree``: R = d * degree."""
+        rows = []
+        for i in range(d):
+            for r in range(1, degree + 1):
+                idx = np.zeros(d, dtype=np.int64)
+                idx[i] = r
+                rows.append(idx)
+        return cls(d, degree, np.array(rows, dtype=np.int64).reshape(-1, d))
+
+    @classmethod
+    def pairwise(cls, d: int, degree: int, pair_degree: int | None = None) -> "BasisSet":
+        """The marginal set plus ``T_r(x_i) T_s(x_j)`` for ``i < j``, ``r, s >= 1``, ``r + s <= D``.
+
+        ``D`` (``pair_degree``) defaults to ``degree``; with ``degree = 2`` the set has
+        ``2d + d(d-1)/2`` functions (495 at d = 30): every first and second moment.
+        """
+        pair_degree = degree if pair_degree is None else pair_degree
+        rows = [cls.marginal(d, degree).indices]
+        pairs = []
+        for i in range(d):
+            for j in range(i + 1, d):
+                for r in range(1, degree + 1):
+                    for s in range(1, degree + 1):
+                        if r + s <= pair_degree:
+                            idx = np.zeros(d, dtype=np.int64)
+                            idx[i], idx[j] = r, s
+                            pairs.append(idx)
+        if pairs:
+            rows.append(np.array(pairs, dtype=np.int64))
+        return cls(d, degree, np.concatenate(rows, axis=0))
+
+    def gram_positions(self) -> tuple[np.ndarray, np.ndarray]:
+        """Row and column of each basis sum inside the Gram matrix ``Z^T Z`` of :func:`design_columns`."""
+        nz_count = (self.indices != 0).sum(axis=1)
+        if nz_count.max(initial=0) > 2 or nz_count.min(initial=1) < 1:
+            raise ValueError("BasisSet entries must have one or two non-zero degrees")
+        rows = np.zeros(self.size, dtype=np.int64)
+        cols = np.zeros(self.size, dtype=np.int64)
+        for j, idx in enumerate(self.indices):
+            (nz,) = np.nonzero(idx)
+            col_a = design_column(int(nz[0]), int(idx[nz[0]]), self.degree)
+            if len(nz) == 1:
+                rows[j], cols[j] = 0, col_a
+            else:
+                rows[j], cols[j] = col_a, design_column(int(nz[1]), int(idx[nz[1]]), self.degree)
+        return rows, cols
+
+    def evaluate(self, points: np.ndarray) -> np.ndarray:
+        """Basis values at ``points`` (``(C, d)`` in [-1, 1]): array ``(R, C)``."""
+        points = np.atleast_2d(points)
+        table = chebyshev_table(points, self.degree)  # (C, d, g+1)
+        out = np.ones((self.size, points.shape[0]))
+        for j, idx in enumerate(self.indices):
+            for i in np.nonzero(idx)[0]:
+                out[j] *= table[:, i, idx[i]]
+        return out
+
+
+def design_column(coordinate: int, degree: int, max_degree: int) -> int:
+    """Column of ``T_degree(x_coordinate)`` in the design matrix; column 0 is the constant 1."""
+    return 1 + coordinate * max_degree + (degree - 1)
+
+
+def design_columns(x: np.ndarray, degree: int) -> np.ndarray:
+    """The fixed-point design matrix ``Z`` (float64 holding integers): ``(n, 1 + d * degree)``."""
+    n, d = x.shape
+    table = chebyshev_table(x, degree)[:, :, 1:].reshape(n, d * degree)
+    z = np.empty((n, 1 + d * degree), dtype=np.float64)
+    z[:, 0] = SCALE
+    np.rint(table * SCALE, out=z[:, 1:])
+    return z
+
+
+@dataclass
+class ExactSums:
+    """Exact (integer) sufficient statistics of one pass over the data.
+
+    ``gram`` is ``sum_rows q(z) q(z)^T`` in units of ``2**-(2 * FRACTION_BITS)``, kept as Python
+    integers (object array) so the driver-side reduction cannot overflow. ``gram[0, 0]`` is the
+    number of kept rows times ``SCALE**2``. Raw counts of dropped and clamped rows are
+    operator-facing diagnostics: they are never written to a release.
+
+    Attributes:
+        degree: Chebyshev degree ``g`` of the design columns.
+        d: number of columns.
+        gram: ``(1 + d g, 1 + d g)`` object array of ints.
+        rows_seen: rows read, including invalid ones.
+        rows_invalid: rows with a null, NaN or infinite value.
+        rows_clamped: kept rows with at least one value outside the public bounds.
+    """
+
+    degree: int
+    d: int
+    gram: np.ndarray
+    rows_seen: int = 0
+    rows_invalid: int = 0
+    rows_clamped: int = 0
+
+    @classmethod
+    def zero(cls, d: int, degree: int) -> "ExactSums":
+        """The neutral element of :meth:`merge`."""
+        size = 1 + d * degree
+        return cls(degree, d, np.zeros((size, size), dtype=object))
+
+    @property
+    def count(self) -> int:
+        """Exact number of kept rows (never released as is)."""
+        return int(self.gram[0, 0]) >> (2 * FRACTION_BITS)
+
+    def merge(self, other: "ExactSums") -> "ExactSums":
+        """Sum of two partial results (associative and exact)."""
+        if (self.d, self.degree) != (other.d, other.degree):
+            raise ValueError("cannot merge sums of different shapes")
+        return ExactSums(
+            self.degree,
+            self.d,
+            self.gram + other.gram,
+            self.rows_seen + other.rows_seen,
+            self.rows_invalid + other.rows_invalid,
+            self.rows_clamped + other.rows_clamped,
+        )
+
+    def real_gram(self) -> np.ndarray:
+        """The Gram matrix in real units (float64): entry (a, b) is ``sum z_a z_b``."""
+        return np.array(self.gram, dtype=np.float64) / SCALE**2
+
+    def basis_sums(self, basis: BasisSet) -> np.ndarray:
+        """Exact sums ``sum_x B_r(x)`` of every function of ``basis`` (float64, real units)."""
+        if basis.d != self.d or basis.degree > self.degree:
+            raise ValueError("basis does not fit the computed design columns")
+        rows, cols = basis.gram_positions()
+        if basis.degree != self.degree:
+            remap = _remap_columns(self.d, basis.degree, self.degree)
+            rows, cols = remap[rows], remap[cols]
+        return self.real_gram()[rows, cols]
+
+    def first_moments(self) -> np.ndarray:
+        """Exact ``sum x`` (scaled units)."""
+        cols = [design_column(i, 1, self.degree) for i in range(self.d)]
+        return self.real_gram()[0, cols]
+
+    def second_moments(self) -> np.ndarray:
+        """Exact ``sum x x^T`` (scaled units), ``(d, d)``."""
+        cols = [design_column(i, 1, self.degree) for i in range(self.d)]
+        return self.real_gram()[np.ix_(cols, cols)]
+
+
+def _remap_columns(d: int, small: int, large: int) -> np.ndarray:
+    out = np.zeros(1 + d * small, dtype=np.int64)
+    for i in range(d):
+        for r in range(1, small + 1):
+            out[design_column(i, r, small)] = design_column(i, r, large)
+    return out
+
+
+def scale_to_unit(values: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+    """Affine map of ``[lower, upper]`` onto ``[-1, 1]`` per column (no clamping)."""
+    return 2.0 * (values - lower) / (upper - lower) - 1.0
+
+
+def unscale_from_unit(values: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`scale_to_unit`."""
+    return lower + (np.asarray(values) + 1.0) * 0.5 * (upper - lower)
+
+
+def partial_sums(
+    batches: Iterable[np.ndarray],
+    lower: np.ndarray,
+    upper: np.ndarray,
+    degree: int,
+) -> ExactSums:
+    """The data-pass kernel: validate, clamp, scale and sum one partition's rows exactly.
+
+    Rows with a NaN or infinite value (nulls arrive as NaN) are counted in ``rows_invalid`` and
+    left out of every sum; what the job does about them is decided on the driver.
+
+    Args:
+        batches: float64 arrays ``(rows, d)`` in original units.
+        lower, upper: public bounds per column.
+        degree: Chebyshev degree ``g`` of the design columns.
+    """
+    lower = np.asarray(lower, dtype=np.float64)
+    upper = np.asarray(upper, dtype=np.float64)
+    d = lower.shape[0]
+    size = 1 + d * degree
+    total = np.zeros((size, size), dtype=np.int64)
+    seen = invalid = clamped = 0
+    for batch in batches:
+        batch = np.asarray(batch, dtype=np.float64).reshape(-1, d)
+        seen += batch.shape[0]
+        finite = np.isfinite(batch).all(axis=1)
+        invalid += int(batch.shape[0] - finite.sum())
+        if not finite.all():
+            batch = batch[finite]
+        outside = ((batch < lower) | (batch > upper)).any(axis=1)
+        clamped += int(outside.sum())
+        x = np.clip(scale_to_unit(batch, lower, upper), -1.0, 1.0)
+        for start in range(0, x.shape[0], GEMM_CHUNK_ROWS):
+            z = design_columns(x[start : start + GEMM_CHUNK_ROWS], degree)
+            total += (z.T @ z).astype(np.int64)
+    gram = total.astype(object)
+    return ExactSums(degree, d, gram, seen, invalid, clamped)

@@ -1,0 +1,1 @@
+"""Utility evaluation of releases (query families, error metrics)."""

@@ -1,0 +1,437 @@
+"""The practical synthetic-database mechanism of Wang et al. (2016), Section 5.2.
+
+Stages, each a function of the previous stages' DP outputs and of the exact sums:
+
+1. noisy count (sensitivity 1);
+2. noisy basis sums ``sum_x prod_i T_{r_i}(x_i)`` over R multi-indices (L1 sensitivity R,
+   L2 sensitivity sqrt(R)); the basis is picked from the noisy count when ``basis: auto``;
+3. optionally Private Subspace Iteration (Algorithm 4) on the centred second moment;
+4. post-processing: C candidates around a private centre, the L1 fit
+   ``min ||W u - b||_1, u >= 0, sum u = 1`` (OR-Tools), sampling of records from ``u``.
+
+Nothing here imports Spark: the exact sums come from :func:`dpsmooth_spark.core.basis.partial_sums`
+run locally or in Spark executors.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from dpsmooth_spark.core.basis import BasisSet, ExactSums, partial_sums, scale_to_unit, unscale_from_unit
+from dpsmooth_spark.core.candidates import ellipsoid_candidates, gaussian_candidates, nearest_psd
+from dpsmooth_spark.core.lp import solve_l1_fit
+from dpsmooth_spark.core.sampling import sample_records
+from dpsmooth_spark.core.subspace import SubspaceEstimate, private_subspace_iteration
+from dpsmooth_spark.privacy import sensitivity
+from dpsmooth_spark.privacy.accountant import PrivacyAccountant
+from dpsmooth_spark.privacy.noise import NoiseSource
+
+VARIANCE_FLOOR = 1e-4
+"""Smallest per-axis variance (scaled units) used for candidates: keeps the cloud non-degenerate."""
+
+
+class SmoothPCAParams(BaseModel):
+    """Mechanism parameters; every default was chosen from ``scripts/tune_wdbc.py`` measurements.
+
+    Attributes:
+        basis: ``marginal`` (``T_r(x_i)``), ``pairwise`` (plus ``T_r(x_i) T_s(x_j)``) or ``auto``:
+            the largest set in :data:`AUTO_BASES` whose per-function noise, predicted from the
+            noisy count, stays below ``auto_noise_target``.
+        degree: highest per-coordinate degree (with ``basis`` fixed); ``auto`` allows up to 4.
+        candidates: number of candidate points C.
+        candidate_strategy: ``moments`` (Gaussian with the private mean and covariance read off
+            the basis sums: no extra budget), ``psi`` (the paper's private PCA ellipsoid) or
+            ``auto`` (``psi`` only when the basis has no pair terms and the noisy
+            ``n * epsilon`` is at least ``psi_min_n_epsilon``).
+        pca_dim: k of PSI (default ``min(5, max(1, d // 2))``).
+        pca_iterations: T of PSI.
+        count_fraction: share of the budget for the count.
+        psi_fraction: share of the budget for PSI when it runs.
+        spread: multiplier of the private standard deviations for the candidate cloud.
+        jitter: per-column standard deviation of the post-processing neighbourhood, as a fraction
+            of the private per-column standard deviation (0 disables it).
+        auto_noise_target: per-function noise standard deviation (normalised) that ``auto`` allows.
+        psi_min_n_epsilon: threshold of ``n~ * epsilon`` for ``candidate_strategy: auto``.
+        lp_solver: OR-Tools backend.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    basis: Literal["auto", "marginal", "pairwise"] = "auto"
+    degree: int | None = Field(default=None, ge=1, le=8)
+    candidates: int = Field(default=3000, ge=10, le=200_000)
+    candidate_strategy: Literal["auto", "moments", "psi"] = "auto"
+    pca_dim: int | None = Field(default=None, ge=1)
+    pca_iterations: int = Field(default=5, ge=1, le=100)
+    count_fraction: float = Field(default=0.05, gt=0, lt=0.5)
+    psi_fraction: float = Field(default=0.3, gt=0, lt=0.9)
+    spread: float = Field(default=1.2, gt=0, le=10)
+    jitter: float = Field(default=0.3, ge=0, le=2)
+    auto_noise_target: float = Field(default=0.05, gt=0)
+    psi_min_n_epsilon: float = Field(default=1e5, gt=0)
+    lp_solver: Literal["glop", "pdlp", "clp"] = "glop"
+
+    def data_pass_degree(self) -> int:
+        """Chebyshev degree the data pass must compute for any basis this config may pick."""
+        if self.degree is not None:
+            return self.degree
+        return max(spec[1] for spec in AUTO_BASES) if self.basis == "auto" else 2
+
+
+AUTO_BASES: tuple[tuple[str, int], ...] = (
+    ("marginal", 2),
+    ("marginal", 3),
+    ("marginal", 4),
+    ("pairwise", 2),
+    ("pairwise", 3),
+)
+"""Basis sets that ``basis: auto`` chooses from, smallest first."""
+
+
+def build_basis(kind: str, d: int, degree: int) -> BasisSet:
+    """The basis set named by ``kind`` at per-coordinate ``degree``."""
+    if kind == "marginal":
+        return BasisSet.marginal(d, degree)
+    if kind == "pairwise":
+        return BasisSet.pairwise(d, degree)
+    raise ValueError(f"unknown basis {kind!r}")
+
+
+def per_function_noise(size: int, noisy_count: float, accountant: PrivacyAccountant, budget: float) -> float:
+    """Predicted std of one normalised basis answer ``(sum + noise) / n~`` (public inputs only)."""
+    if accountant.pure:
+        std = math.sqrt(2.0) * accountant.noise_scale(sensitivity.basis_sums_l1(size), budget)
+    else:
+        std = accountant.noise_scale(sensitivity.basis_sums_l2(size), budget)
+    return std / max(noisy_count, 1.0)
+
+
+def choose_basis(
+    params: SmoothPCAParams, d: int, noisy_count: float, accountant: PrivacyAccountant, budget: float
+) -> BasisSet:
+    """Pick the basis: fixed by ``params`` or, for ``auto``, the largest affordable one."""
+    if params.basis != "auto":
+        return build_basis(params.basis, d, params.degree or 2)
+    options = [spec for spec in AUTO_BASES if params.degree is None or spec[1] <= params.degree]
+    chosen = options[0]
+    for kind, degree in options:
+        size = build_basis(kind, d, degree).size
+        if per_function_noise(size, noisy_count, accountant, budget) <= params.auto_noise_target:
+            chosen = (kind, degree)
+    return build_basis(chosen[0], d, chosen[1])
+
+
+@dataclass
+class NoisySummary:
+    """Everything the mechanism releases before post-processing; all of it is DP.
+
+    Attributes:
+        columns: column names.
+        lower, upper: public bounds.
+        basis: the multi-indices.
+        noisy_count: count plus noise.
+        noisy_sums: basis sums plus noise, ``(R,)``.
+        pca: PSI output when the ``psi`` strategy ran.
+    """
+
+    columns: list[str]
+    lower: np.ndarray
+    upper: np.ndarray
+    basis: BasisSet
+    noisy_count: float
+    noisy_sums: np.ndarray
+    pca: SubspaceEstimate | None = None
+
+    @property
+    def normalised(self) -> np.ndarray:
+        """Noisy basis answers ``b~_r = (sum_r + noise) / max(n~, 1)`` (the LP target)."""
+        return self.noisy_sums / max(self.noisy_count, 1.0)
+
+    def moments(self) -> tuple[np.ndarray, np.ndarray]:
+        """Private mean and covariance (scaled units) read off the basis answers.
+
+        Uses ``x = T_1(x)``, ``x^2 = (T_2(x) + 1) / 2`` and ``x_i x_j = T_1(x_i) T_1(x_j)``;
+        entries without a matching basis function fall back to the uniform distribution's
+        (variance 1/3, covariance 0).
+        """
+        d = self.basis.d
+        b = self.normalised
+        lookup = {tuple(idx): j for j, idx in enumerate(self.basis.indices)}
+
+        def answer(*pairs: tuple[int, int]) -> float | None:
+            idx = [0] * d
+            for i, r in pairs:
+                idx[i] = r
+            j = lookup.get(tuple(idx))
+            return None if j is None else float(b[j])
+
+        mean = np.array([answer((i, 1)) or 0.0 for i in range(d)])
+        mean = np.clip(mean, -1.0, 1.0)
+        cov = np.zeros((d, d))
+        for i in range(d):
+            t2 = answer((i, 2))
+            cov[i, i] = (t2 + 1.0) / 2.0 - mean[i] ** 2 if t2 is not None else 1.0 / 3.0
+            for j in range(i + 1, d):
+                t11 = answer((i, 1), (j, 1))
+                if t11 is not None:
+                    cov[i, j] = cov[j, i] = t11 - mean[i] * mean[j]
+        np.fill_diagonal(cov, np.clip(np.diag(cov), VARIANCE_FLOOR, 1.0))
+        return mean, nearest_psd(cov, VARIANCE_FLOOR)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form of the summary (the ``summary.json`` of a release)."""
+        out: dict[str, Any] = {
+            "columns": list(self.columns),
+            "lower": self.lower.tolist(),
+            "upper": self.upper.tolist(),
+            "scaling": "x_scaled = 2 (x - lower) / (upper - lower) - 1, clamped to [-1, 1]",
+            "basis_function": "prod_i T_{r_i}(x_scaled_i), T_r = Chebyshev polynomial = cos(r arccos x)",
+            "noisy_count": self.noisy_count,
+            "multi_indices": self.basis.indices.tolist(),
+            "noisy_sums": self.noisy_sums.tolist(),
+            "noisy_means": self.normalised.tolist(),
+        }
+        if self.pca is not None:
+            out["pca"] = {
+                "vectors": self.pca.vectors.tolist(),
+                "eigenvalues": (self.pca.values / max(self.noisy_count, 1.0)).tolist(),
+            }
+        return out
+
+
+def release_summary(
+    sums: ExactSums,
+    columns: list[str],
+    lower: np.ndarray,
+    upper: np.ndarray,
+    params: SmoothPCAParams,
+    accountant: PrivacyAccountant,
+    noise: NoiseSource,
+    rng: np.random.Generator,
+) -> NoisySummary:
+    """Spend the whole budget of ``accountant`` on the DP statistics of the mechanism."""
+    d = sums.d
+    use_noise = noise.laplace if accountant.pure else noise.gaussian
+    count_budget = accountant.share(params.count_fraction)
+    count_scale = accountant.noise_scale(sensitivity.count_sensitivity(), count_budget)
+    noisy_count = float(use_noise(np.array([float(sums.count)]), count_scale)[0])
+    accountant.charge("count", sensitivity.count_sensitivity(), count_scale)
+
+    rest = 1.0 - params.count_fraction
+    psi_share = 0.0
+    strategy = params.candidate_strategy
+    basis_budget = accountant.share(rest)
+    basis = choose_basis(params, d, noisy_count, accountant, basis_budget)
+    if strategy == "auto":
+        has_pairs = bool(((basis.indices != 0).sum(axis=1) == 2).any())
+        strategy = "psi" if (not has_pairs and noisy_count * accountant.epsilon
+                             >= params.psi_min_n_epsilon and d >= 2) else "moments"
+    if strategy == "psi":
+        psi_share = params.psi_fraction
+        basis_budget = accountant.share(rest - psi_share)
+
+    if accountant.pure:
+        basis_sens = sensitivity.basis_sums_l1(basis.size)
+    else:
+        basis_sens = sensitivity.basis_sums_l2(basis.size)
+    basis_scale = accountant.noise_scale(basis_sens, basis_budget)
+    noisy_sums = use_noise(sums.basis_sums(basis), basis_scale)
+    accountant.charge("basis_sums", basis_sens, basis_scale)
+    summary = NoisySummary(list(columns), np.asarray(lower, float), np.asarray(upper, float),
+                           basis, noisy_count, noisy_sums)
+
+    if strategy == "psi":
+        summary.pca = _run_psi(sums, summary, params, accountant, use_noise, rng,
+                               accountant.share(psi_share))
+    return summary
+
+
+def _run_psi(sums, summary, params, accountant, use_noise, rng, budget) -> SubspaceEstimate:
+    d = sums.d
+    k = params.pca_dim or min(5, max(1, d // 2))
+    k = min(k, d)
+    iterations = params.pca_iterations
+    if accountant.pure:
+        sens = sensitivity.psi_product_l1(d, k)
+    else:
+        sens = sensitivity.psi_product_l2(d)
+    scale = accountant.noise_scale(sens, budget, invocations=iterations)
+    second = sums.second_moments()
+    mean, _ = summary.moments()
+    offset = -max(summary.noisy_count, 1.0) * np.outer(mean, mean)
+    estimate = private_subspace_iteration(
+        data_product=lambda x: second @ x,
+        public_product=lambda x: offset @ x,
+        perturb=lambda m: use_noise(m, scale),
+        d=d, k=k, iterations=iterations, rng=rng,
+    )
+    accountant.charge("psi", sens, scale, invocations=iterations)
+    return estimate
+
+
+def make_candidates(summary: NoisySummary, params: SmoothPCAParams, rng: np.random.Generator) -> np.ndarray:
+    """C candidate points (scaled units) from the summary's DP values only."""
+    mean, cov = summary.moments()
+    if summary.pca is not None:
+        n = max(summary.noisy_count, 1.0)
+        variances = np.clip(summary.pca.values / n, VARIANCE_FLOOR, 1.0)
+        k = variances.shape[0]
+        d = mean.shape[0]
+        residual = max(np.trace(cov) - variances.sum(), 0.0) / max(d - k, 1)
+        return ellipsoid_candidates(mean, summary.pca.vectors, variances,
+                                    max(residual, VARIANCE_FLOOR), params.candidates, params.spread, rng)
+    return gaussian_candidates(mean, cov, params.candidates, params.spread, rng)
+
+
+@dataclass
+class SynthesisResult:
+    """State of a fitted synthesizer (all of it DP).
+
+    Attributes:
+        summary: the noisy summary.
+        candidates: ``(C, d)`` support points (scaled units).
+        weights: ``(C,)`` the LP's distribution.
+        lp_objective: ``||W u - b~||_1``.
+        jitter: per-column neighbourhood standard deviation (scaled units).
+        timings: seconds per driver stage.
+    """
+
+    summary: NoisySummary
+    candidates: np.ndarray
+    weights: np.ndarray
+    lp_objective: float
+    jitter: np.ndarray
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def support_size(self) -> int:
+        """Candidates that carry mass."""
+        return int((self.weights > 0).sum())
+
+
+def fit_from_sums(
+    sums: ExactSums,
+    columns: list[str],
+    lower: np.ndarray,
+    upper: np.ndarray,
+    params: SmoothPCAParams,
+    accountant: PrivacyAccountant,
+    noise: NoiseSource,
+    rng: np.random.Generator,
+) -> SynthesisResult:
+    """Run every driver stage: noise, optional PSI, candidates, LP."""
+    timings: dict[str, float] = {}
+    start = time.perf_counter()
+    summary = release_summary(sums, columns, lower, upper, params, accountant, noise, rng)
+    timings["noise_and_psi"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    candidates = make_candidates(summary, params, rng)
+    w = summary.basis.evaluate(candidates)
+    timings["candidates"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    fit = solve_l1_fit(w, summary.normalised, solver=params.lp_solver)
+    timings["lp"] = time.perf_counter() - start
+
+    _, cov = summary.moments()
+    jitter = params.jitter * np.sqrt(np.diag(cov))
+    return SynthesisResult(summary, candidates, fit.weights, fit.objective, jitter, timings)
+
+
+def sample_scaled(result: SynthesisResult, rows: int, rng: np.random.Generator) -> np.ndarray:
+    """``rows`` synthetic records in scaled units [-1, 1]^d."""
+    return sample_records(result.candidates, result.weights, rows, result.jitter, rng)
+
+
+class SmoothSynthesizer:
+    """Library entry point with scikit-learn conventions.
+
+    ``SmoothSynthesizer(epsilon=1.0, bounds={"x": (0, 10)}).fit(df).sample(10_000)``
+
+    Args:
+        epsilon: privacy budget (> 0).
+        bounds: public ``{column: (lower, upper)}``; never derived from the data.
+        delta: 0 for pure epsilon-DP, > 0 for the Gaussian (epsilon, delta) mode.
+        params: mechanism parameters.
+        random_state: a seed selects TEST MODE (seeded, non-secure noise); ``None`` is secure.
+    """
+
+    def __init__(
+        self,
+        epsilon: float,
+        bounds: dict[str, tuple[float, float]],
+        delta: float = 0.0,
+        params: SmoothPCAParams | None = None,
+        random_state: int | None = None,
+    ) -> None:
+        self.epsilon = epsilon
+        self.bounds = bounds
+        self.delta = delta
+        self.params = params or SmoothPCAParams()
+        self.random_state = random_state
+
+    def _rng(self) -> np.random.Generator:
+        return np.random.default_rng(self.random_state)
+
+    def fit(self, table: Any) -> "SmoothSynthesizer":
+        """Fit on a pandas DataFrame, pyarrow Table or mapping of column arrays (in memory)."""
+        columns = list(self.bounds)
+        data = np.column_stack([_column(table, c) for c in columns])
+        lower, upper = self._bound_arrays()
+        sums = partial_sums([data], lower, upper, self.params.data_pass_degree())
+        return self.fit_sums(sums)
+
+    def fit_sums(self, sums: ExactSums) -> "SmoothSynthesizer":
+        """Fit from exact sums computed elsewhere (e.g. the Spark data pass)."""
+        rng = self._rng()
+        noise = NoiseSource(rng if self.random_state is not None else None)
+        self.accountant_ = PrivacyAccountant(self.epsilon, self.delta)
+        lower, upper = self._bound_arrays()
+        self.result_ = fit_from_sums(sums, list(self.bounds), lower, upper, self.params,
+                                     self.accountant_, noise, rng)
+        self.noise_ = noise
+        self.sampling_rng_ = rng
+        return self
+
+    def sample(self, rows: int | None = None) -> dict[str, np.ndarray]:
+        """Synthetic records in original units, as ``{column: array}``; default rows = noisy count."""
+        if rows is None:
+            rows = max(1, int(round(self.result_.summary.noisy_count)))
+        lower, upper = self._bound_arrays()
+        scaled = sample_scaled(self.result_, rows, self.sampling_rng_)
+        values = unscale_from_unit(scaled, lower, upper)
+        return {name: values[:, i] for i, name in enumerate(self.bounds)}
+
+    def _bound_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        lower = np.array([float(self.bounds[c][0]) for c in self.bounds])
+        upper = np.array([float(self.bounds[c][1]) for c in self.bounds])
+        return lower, upper
+
+
+def _column(table: Any, name: str) -> np.ndarray:
+    col = table[name]
+    if hasattr(col, "to_numpy"):
+        try:
+            return np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.float64)
+        except TypeError:
+            return np.asarray(col.to_numpy(), dtype=np.float64)
+    return np.asarray(col, dtype=np.float64)
+
+
+__all__ = [
+    "SmoothPCAParams",
+    "SmoothSynthesizer",
+    "NoisySummary",
+    "SynthesisResult",
+    "release_summary",
+    "fit_from_sums",
+    "sample_scaled",
+    "scale_to_unit",
+]

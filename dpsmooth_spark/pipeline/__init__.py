@@ -1,0 +1,1 @@
+"""Job wiring: stages, progress, manifest. Pipelines call mechanisms and the Spark adapters."""

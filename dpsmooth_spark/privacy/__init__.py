@@ -1,0 +1,1 @@
+"""Privacy primitives: noise samplers, sensitivities and the budget accountant."""

@@ -1,0 +1,132 @@
+"""The one place where privacy budgets are split and composed.
+
+Pure epsilon-DP stages (Laplace) compose by summing epsilons. In the (epsilon, delta) mode every
+stage is Gaussian and is accounted in zero-concentrated DP (Bun and Steinke 2016): a Gaussian
+with L2 sensitivity ``s`` and scale ``sigma`` is ``rho = s**2 / (2 sigma**2)``-zCDP, zCDP
+composes by summing rho, and rho-zCDP implies ``(rho + 2 sqrt(rho ln(1/delta)), delta)``-DP.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+
+def rho_for(epsilon: float, delta: float) -> float:
+    """Largest rho whose zCDP-to-DP conversion gives at most ``(epsilon, delta)``."""
+    log_term = math.log(1.0 / delta)
+    return (math.sqrt(epsilon + log_term) - math.sqrt(log_term)) ** 2
+
+
+def epsilon_for(rho: float, delta: float) -> float:
+    """``epsilon`` of rho-zCDP at ``delta`` (Bun and Steinke, Proposition 1.3)."""
+    return rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))
+
+
+@dataclass(frozen=True)
+class StageCharge:
+    """One noisy release recorded by the accountant.
+
+    Attributes:
+        stage: name of the released statistic.
+        mechanism: ``laplace`` or ``gaussian``.
+        sensitivity: L1 (Laplace) or L2 (Gaussian) sensitivity per invocation.
+        scale: noise scale (Laplace b or Gaussian sigma).
+        invocations: number of adaptive invocations with that scale (PSI iterations).
+        epsilon: pure-DP cost (Laplace stages).
+        rho: zCDP cost (Gaussian stages).
+    """
+
+    stage: str
+    mechanism: Literal["laplace", "gaussian"]
+    sensitivity: float
+    scale: float
+    invocations: int
+    epsilon: float = 0.0
+    rho: float = 0.0
+
+
+@dataclass
+class PrivacyAccountant:
+    """Tracks a release's budget and refuses to overspend it.
+
+    Attributes:
+        epsilon: total epsilon of the release.
+        delta: total delta; 0 selects pure epsilon-DP (Laplace everywhere).
+        charges: the stages spent so far, in order.
+    """
+
+    epsilon: float
+    delta: float = 0.0
+    charges: list[StageCharge] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not (self.epsilon > 0 and math.isfinite(self.epsilon)):
+            raise ValueError("epsilon must be a finite number > 0")
+        if not (0.0 <= self.delta < 1.0):
+            raise ValueError("delta must be in [0, 1)")
+
+    @property
+    def pure(self) -> bool:
+        """True in pure epsilon-DP mode."""
+        return self.delta == 0.0
+
+    @property
+    def total_rho(self) -> float:
+        """The zCDP budget that the (epsilon, delta) target allows."""
+        if self.pure:
+            raise ValueError("rho is undefined in pure epsilon-DP mode")
+        return rho_for(self.epsilon, self.delta)
+
+    def share(self, fraction: float) -> float:
+        """The budget of a stage that gets ``fraction`` of the total (epsilon or rho)."""
+        return fraction * (self.epsilon if self.pure else self.total_rho)
+
+    def noise_scale(self, sensitivity: float, budget: float, invocations: int = 1) -> float:
+        """Scale that spends ``budget`` (epsilon or rho) over ``invocations`` adaptive releases."""
+        if budget <= 0:
+            raise ValueError("a stage budget must be > 0")
+        if self.pure:
+            return sensitivity * invocations / budget
+        return sensitivity * math.sqrt(invocations / (2.0 * budget))
+
+    def charge(self, stage: str, sensitivity: float, scale: float, invocations: int = 1) -> StageCharge:
+        """Record a stage that added noise of ``scale`` for ``sensitivity``, and check the total."""
+        if self.pure:
+            entry = StageCharge(stage, "laplace", sensitivity, scale, invocations,
+                                epsilon=invocations * sensitivity / scale)
+        else:
+            entry = StageCharge(stage, "gaussian", sensitivity, scale, invocations,
+                                rho=invocations * sensitivity**2 / (2.0 * scale**2))
+        self.charges.append(entry)
+        if self.spent_epsilon() > self.epsilon * (1 + 1e-9):
+            self.charges.pop()
+            raise RuntimeError(f"stage {stage!r} would exceed the privacy budget")
+        return entry
+
+    @property
+    def mechanism(self) -> Literal["laplace", "gaussian"]:
+        """The noise family of this mode."""
+        return "laplace" if self.pure else "gaussian"
+
+    def spent_epsilon(self) -> float:
+        """Epsilon spent so far (at ``delta`` in the (epsilon, delta) mode)."""
+        if self.pure:
+            return sum(c.epsilon for c in self.charges)
+        rho = sum(c.rho for c in self.charges)
+        return epsilon_for(rho, self.delta) if rho > 0 else 0.0
+
+    def to_dict(self) -> dict:
+        """Serialisable account for the manifest."""
+        out: dict = {
+            "mode": "pure epsilon-DP" if self.pure else "(epsilon, delta)-DP via zCDP",
+            "epsilon_budget": self.epsilon,
+            "delta_budget": self.delta,
+            "epsilon_spent": self.spent_epsilon(),
+            "stages": [asdict(c) for c in self.charges],
+        }
+        if not self.pure:
+            out["rho_budget"] = self.total_rho
+            out["rho_spent"] = sum(c.rho for c in self.charges)
+        return out

@@ -1,0 +1,70 @@
+"""Additive noise for released statistics.
+
+Secure mode draws from OpenDP's Laplace and Gaussian samplers, which are exact-sampling
+constructions that avoid the floating-point attacks on textbook samplers (Mironov 2012).
+A seeded :class:`numpy.random.Generator` is accepted only in test mode: it makes a release
+reproducible and is *not* safe against those attacks; the manifest says when it was used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class NoiseSource:
+    """Where privacy noise comes from.
+
+    Attributes:
+        rng: ``None`` for OpenDP's secure samplers; a seeded generator in test mode only.
+    """
+
+    rng: np.random.Generator | None = None
+
+    @property
+    def secure(self) -> bool:
+        """True when noise comes from OpenDP."""
+        return self.rng is None
+
+    @property
+    def description(self) -> str:
+        """What the manifest records about the sampler."""
+        if self.secure:
+            from importlib.metadata import version
+
+            return f"opendp {version('opendp')} (floating-point-safe exact samplers)"
+        return "numpy.random.Generator, seeded (TEST MODE: not a secure release)"
+
+    def laplace(self, values: np.ndarray, scale: float) -> np.ndarray:
+        """``values + Lap(scale)`` elementwise."""
+        return self._add(values, scale, "laplace")
+
+    def gaussian(self, values: np.ndarray, scale: float) -> np.ndarray:
+        """``values + N(0, scale**2)`` elementwise."""
+        return self._add(values, scale, "gaussian")
+
+    def _add(self, values: np.ndarray, scale: float, kind: str) -> np.ndarray:
+        values = np.asarray(values, dtype=np.float64)
+        if not np.isfinite(scale) or scale < 0:
+            raise ValueError(f"noise scale must be finite and >= 0, got {scale}")
+        if not np.all(np.isfinite(values)):
+            raise ValueError("cannot add noise to non-finite values")
+        if self.rng is not None:
+            draw = self.rng.laplace if kind == "laplace" else self.rng.normal
+            return values + draw(0.0, scale, size=values.shape)
+        return _opendp_noise(values, scale, kind)
+
+
+def _opendp_noise(values: np.ndarray, scale: float, kind: str) -> np.ndarray:
+    import opendp.prelude as dp
+
+    dp.enable_features("contrib")
+    domain = dp.vector_domain(dp.atom_domain(T=float, nan=False))
+    if kind == "laplace":
+        meas = dp.m.make_laplace(domain, dp.l1_distance(T=float), scale=float(scale))
+    else:
+        meas = dp.m.make_gaussian(domain, dp.l2_distance(T=float), scale=float(scale))
+    flat = values.ravel().tolist()
+    return np.asarray(meas(flat), dtype=np.float64).reshape(values.shape)

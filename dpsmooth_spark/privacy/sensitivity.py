@@ -1,0 +1,36 @@
+"""Sensitivities under add/remove-one neighbours, for data scaled to [-1, 1]^d.
+
+Derivations are in ``docs/privacy.md``; each function names its section there.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def count_sensitivity() -> float:
+    """Adding or removing a record changes the count by 1 (L1 = L2 = 1). privacy.md §2."""
+    return 1.0
+
+
+def basis_sums_l1(num_functions: int) -> float:
+    """L1 sensitivity of R basis sums: each ``|prod_i T_{r_i}(x_i)| <= 1`` (privacy.md §3)."""
+    return float(num_functions)
+
+
+def basis_sums_l2(num_functions: int) -> float:
+    """L2 sensitivity of R basis sums: ``sqrt(R)`` (privacy.md §3)."""
+    return math.sqrt(num_functions)
+
+
+def psi_product_l1(d: int, k: int) -> float:
+    """L1 sensitivity of ``S X`` with ``S = sum x x^T``, ``X`` orthonormal ``d x k`` (privacy.md §4).
+
+    ``||x x^T X||_1 = ||x||_1 ||X^T x||_1 <= d * sqrt(k) ||x||_2 <= d^{3/2} sqrt(k)``.
+    """
+    return d**1.5 * math.sqrt(k)
+
+
+def psi_product_l2(d: int) -> float:
+    """L2 (Frobenius) sensitivity of ``S X``: ``||x||_2 ||X^T x||_2 <= ||x||_2^2 <= d`` (privacy.md §4)."""
+    return float(d)

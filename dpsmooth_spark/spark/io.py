@@ -1,0 +1,126 @@
+"""Lake I/O: reading the sensitive table with schema checks, writing a release atomically."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.errors import AnalysisException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+NUMERIC_TYPES = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType,
+                 T.DecimalType)
+DATA_DIR = "data"
+ROWS_PER_FILE = 1_000_000
+
+
+class InputError(ValueError):
+    """The input table cannot be used as configured; nothing was released."""
+
+
+class OutputExistsError(FileExistsError):
+    """The output folder exists and the config does not allow overwriting it."""
+
+
+def read_table(spark: SparkSession, path: str, fmt: str, columns: list[str]) -> DataFrame:
+    """The configured columns of the input table as doubles, in config order.
+
+    Parquet columns must have a numeric type. CSV values are parsed with ``try_cast``, so text
+    that is not a number becomes null and is handled by the job's invalid-row rule.
+    """
+    if "://" not in path and not os.path.exists(path):
+        raise InputError(f"input path does not exist: {path}")
+    try:
+        if fmt == "csv":
+            df = spark.read.option("header", "true").option("inferSchema", "false").csv(path)
+        else:
+            df = spark.read.parquet(path)
+    except AnalysisException as exc:
+        raise InputError(f"cannot read {fmt} input at {path}: {exc.getMessage().splitlines()[0]}") from None
+    available = {f.name: f.dataType for f in df.schema.fields}
+    missing = [c for c in columns if c not in available]
+    if missing:
+        raise InputError(f"columns not found in input: {missing}; the table has {sorted(available)}")
+    if fmt == "parquet":
+        wrong = {c: available[c].simpleString() for c in columns
+                 if not isinstance(available[c], NUMERIC_TYPES)}
+        if wrong:
+            raise InputError(f"columns must be numeric, found {wrong}")
+        return df.select(*[F.col(f"`{c}`").cast("double").alias(c) for c in columns])
+    return df.select(*[F.col(f"`{c}`").try_cast("double").alias(c) for c in columns])
+
+
+def check_output_path(path: str, mode: str) -> None:
+    """Fail before any work (and any budget) is spent if the release could not be written."""
+    target = Path(path)
+    if target.exists() and mode != "overwrite":
+        raise OutputExistsError(f"output path exists: {path} (set output.mode: overwrite to replace it)")
+    if not target.parent.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+    if not os.access(target.parent, os.W_OK):
+        raise PermissionError(f"cannot write to {target.parent}")
+
+
+def write_release(path: str, table: pa.Table, documents: dict[str, dict[str, Any]],
+                  manifest: dict[str, Any], mode: str) -> dict[str, str]:
+    """Write ``data/`` (Parquet), the JSON ``documents`` and ``manifest.json`` as one unit.
+
+    Everything goes to a hidden staging folder beside ``path``, which is renamed into place only
+    when complete; with ``overwrite`` the old folder is moved aside first and deleted after.
+    A crash leaves either the previous release or none at ``path``, never a partial one.
+
+    Returns:
+        The SHA-256 of every written file (relative path -> hex), also stored in the manifest.
+    """
+    target = Path(path)
+    check_output_path(path, mode)
+    staging = target.parent / f".{target.name}.staging-{uuid.uuid4().hex}"
+    try:
+        (staging / DATA_DIR).mkdir(parents=True)
+        for i, start in enumerate(range(0, max(table.num_rows, 1), ROWS_PER_FILE)):
+            pq.write_table(table.slice(start, ROWS_PER_FILE), staging / DATA_DIR / f"part-{i:05d}.parquet")
+        for name, doc in documents.items():
+            (staging / name).write_text(json.dumps(doc, indent=1))
+        hashes = {str(p.relative_to(staging)): _sha256(p) for p in sorted(staging.rglob("*")) if p.is_file()}
+        manifest = {**manifest, "content_sha256": hashes}
+        (staging / "manifest.json").write_text(json.dumps(manifest, indent=1))
+        _fsync_tree(staging)
+        _swap_into_place(staging, target)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    return hashes
+
+
+def _swap_into_place(staging: Path, target: Path) -> None:
+    if target.exists():
+        trash = target.parent / f".{target.name}.old-{uuid.uuid4().hex}"
+        os.rename(target, trash)
+        os.rename(staging, target)
+        shutil.rmtree(trash, ignore_errors=True)
+    else:
+        os.rename(staging, target)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _fsync_tree(root: Path) -> None:
+    for p in root.rglob("*"):
+        if p.is_file():
+            with p.open("rb") as fh:
+                os.fsync(fh.fileno())
