@@ -40,6 +40,9 @@ def main() -> None:
     ap.add_argument("--releases", type=int, default=5)
     ap.add_argument("--epsilons", type=float, nargs="+", default=[1.0])
     ap.add_argument("--quick", action="store_true", help="only the default parameters")
+    ap.add_argument("--grid", type=json.loads, default=None,
+                    help='JSON list of parameter dicts to try instead of the built-in grid')
+    ap.add_argument("--out", default="tune_wdbc.json")
     args = ap.parse_args()
 
     config = yaml.safe_load((ROOT / "conf/examples/wdbc.yaml").read_text())
@@ -52,7 +55,7 @@ def main() -> None:
     queries = GaussianMixtureQueries.draw(FEATURES, args.queries, np.random.default_rng(2024))
     truth_cache = queries.answers(real, PAPER_SIGMAS)
 
-    settings = [{}] if args.quick else [
+    settings = [{}] if args.quick else args.grid or [
         {"basis": b[0], "degree": b[1], "spread": s, "jitter": j, "candidate_strategy": st}
         for b, s, j, st in itertools.product(GRID["basis"], GRID["spread"], GRID["jitter"], GRID["strategy"])
     ]
@@ -76,7 +79,7 @@ def main() -> None:
                    "seconds_per_release": (time.perf_counter() - t0) / args.releases}
             rows.append(row)
             print(json.dumps(row))
-    out = ROOT / "benchmarks" / "tune_wdbc.json"
+    out = ROOT / "benchmarks" / args.out
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps({"queries": args.queries, "releases": args.releases, "rows": rows}, indent=1))
 

@@ -1,0 +1,160 @@
+"""The release job on local Spark: exact data pass, end-to-end output, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from dpsmooth_spark.config import parse_config
+from dpsmooth_spark.core.basis import partial_sums
+from dpsmooth_spark.pipeline.synthesize import InvalidDataError, run_synthesize
+from dpsmooth_spark.spark.data_pass import exact_sums
+from dpsmooth_spark.spark.io import InputError, OutputExistsError, read_table
+
+pytestmark = pytest.mark.spark
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def small_config(tmp_path: Path, table: pa.Table | None, fmt: str = "parquet", **extra) -> dict:
+    src = tmp_path / f"input.{fmt}"
+    if table is not None and fmt == "parquet":
+        pq.write_table(table, src)
+    return {
+        "input": {"path": str(src), "format": fmt},
+        "columns": [{"name": "a", "lower": 0.0, "upper": 1.0}, {"name": "b", "lower": -1.0, "upper": 1.0}],
+        "privacy": {"epsilon": 1.0},
+        "output": {"path": str(tmp_path / "release")},
+        "mechanism": {"candidates": 200},
+        "seed": 1,
+        "test_mode": True,
+        **extra,
+    }
+
+
+def assert_nothing_written(tmp_path: Path) -> None:
+    leftovers = [p.name for p in tmp_path.iterdir() if p.name.startswith((".release", "release"))]
+    assert leftovers == []
+
+
+def test_data_pass_is_exact_and_independent_of_partitioning(spark, wdbc_table, wdbc_bounds):
+    columns = list(wdbc_bounds)
+    lower = np.array([b[0] for b in wdbc_bounds.values()])
+    upper = np.array([b[1] for b in wdbc_bounds.values()])
+    local = np.column_stack([wdbc_table[c].to_numpy().astype(float) for c in columns])
+    expected = partial_sums([local], lower, upper, 2)
+    df = read_table(spark, str(ROOT / "data" / "wdbc.parquet"), "parquet", columns)
+    for parts in (1, 3, 8):
+        got = exact_sums(df.repartition(parts), columns, lower, upper, 2)
+        assert (got.gram == expected.gram).all()
+        assert got.rows_seen == 569 and got.rows_invalid == 0
+
+
+def test_release_on_wdbc_end_to_end(tmp_path, wdbc_config_dict):
+    data = dict(wdbc_config_dict, output={"path": str(tmp_path / "release")}, seed=11, test_mode=True)
+    report = run_synthesize(parse_config(data), quiet=True)
+    out = Path(report.output_path)
+    assert sorted(p.name for p in out.iterdir()) == ["data", "manifest.json", "summary.json"]
+    manifest = json.loads((out / "manifest.json").read_text())
+    table = pq.read_table(out / "data")
+    assert table.num_rows == manifest["output"]["rows"]
+    assert table.column_names == [c["name"] for c in data["columns"]]
+    for col in data["columns"]:
+        values = table[col["name"]].to_numpy()
+        assert values.min() >= col["lower"] and values.max() <= col["upper"]
+    privacy = manifest["privacy"]
+    assert privacy["neighbouring_relation"].startswith("add/remove one record")
+    assert privacy["accounting"]["epsilon_spent"] == pytest.approx(1.0)
+    assert privacy["test_mode"] is True and "TEST MODE" in privacy["noise_sampler"]
+    assert manifest["output"]["distinct_rows"] > 100
+    assert set(manifest["content_sha256"]) == {"data/part-00000.parquet", "summary.json"}
+    summary = json.loads((out / "summary.json").read_text())
+    assert len(summary["multi_indices"]) == len(summary["noisy_sums"])
+    # nothing raw: the exact count is not in the manifest or the summary
+    assert '"569"' not in (out / "manifest.json").read_text()
+    assert summary["noisy_count"] != 569
+
+
+def test_spark_submit_runs_the_same_job(tmp_path, wdbc_config_dict):
+    import yaml
+
+    data = dict(wdbc_config_dict, output={"path": str(tmp_path / "release")}, seed=3, test_mode=True)
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump(data))
+    spark_submit = Path(sys.executable).parent / "spark-submit"
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
+    proc = subprocess.run([str(spark_submit), "--master", "local[1]", str(ROOT / "jobs" / "synthesize.py"),
+                           "--config", str(config), "--quiet"], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (tmp_path / "release" / "manifest.json").exists()
+
+
+def test_cli_reports_bad_config_with_exit_code_2(tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text("input: {path: x}\ncolumns: []\nprivacy: {epsilon: -1}\noutput: {path: y}\n")
+    proc = subprocess.run([sys.executable, "-m", "dpsmooth_spark", "synthesize", "--config", str(config)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "privacy.epsilon" in proc.stderr and "columns" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("table", "error", "message"),
+    [
+        (pa.table({"a": [0.5, 0.2]}), InputError, "columns not found in input: ['b']"),
+        (pa.table({"a": [0.5, 0.2], "b": ["x", "y"]}), InputError, "columns must be numeric"),
+        (pa.table({"a": [0.5, None], "b": [0.1, 0.2]}), InvalidDataError, "1 row(s) have a null"),
+        (pa.table({"a": [0.5, float("nan")], "b": [0.1, 0.2]}), InvalidDataError, "1 row(s) have a null"),
+        (pa.table({"a": [5.0, 7.0], "b": [0.1, 0.2]}), InvalidDataError, "outside the public bounds"),
+        (pa.table({"a": pa.array([], pa.float64()), "b": pa.array([], pa.float64())}),
+         InvalidDataError, "no rows"),
+    ],
+    ids=["missing-column", "string-column", "null", "nan", "all-out-of-bounds", "empty"],
+)
+def test_bad_input_gives_clear_error_and_no_output(spark, tmp_path, table, error, message):
+    with pytest.raises(error) as err:
+        run_synthesize(parse_config(small_config(tmp_path, table)), quiet=True)
+    assert message in str(err.value)
+    assert_nothing_written(tmp_path)
+
+
+def test_invalid_rows_can_be_dropped(spark, tmp_path):
+    table = pa.table({"a": [0.5, None, 0.1, 0.9] * 50, "b": [0.1, 0.2, float("nan"), -0.5] * 50})
+    config = small_config(tmp_path, table)
+    config["input"]["on_invalid"] = "drop"
+    report = run_synthesize(parse_config(config), quiet=True)
+    assert report.manifest["privacy"]["invalid_rows"] == "drop"
+
+
+def test_missing_input_and_existing_output(spark, tmp_path):
+    config = small_config(tmp_path, None)
+    with pytest.raises(InputError, match="does not exist"):
+        run_synthesize(parse_config(config), quiet=True)
+    (tmp_path / "release").mkdir()
+    (tmp_path / "release" / "keep.txt").write_text("previous")
+    config = small_config(tmp_path, pa.table({"a": [0.5] * 20, "b": [0.0] * 20}))
+    with pytest.raises(OutputExistsError):
+        run_synthesize(parse_config(config), quiet=True)
+    assert (tmp_path / "release" / "keep.txt").read_text() == "previous"
+    config["output"]["mode"] = "overwrite"
+    run_synthesize(parse_config(config), quiet=True)
+    assert not (tmp_path / "release" / "keep.txt").exists()
+    assert (tmp_path / "release" / "manifest.json").exists()
+
+
+def test_csv_input_with_text_in_a_numeric_column(spark, tmp_path):
+    (tmp_path / "input.csv").write_text("a,b,other\n0.5,0.1,x\n0.2,oops,y\n0.3,0.3,z\n")
+    config = small_config(tmp_path, None, fmt="csv")
+    with pytest.raises(InvalidDataError, match="1 row"):
+        run_synthesize(parse_config(config), quiet=True)
+    config["input"]["on_invalid"] = "drop"
+    report = run_synthesize(parse_config(config), quiet=True)
+    assert report.manifest["input"]["format"] == "csv"

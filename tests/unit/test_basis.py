@@ -1,0 +1,128 @@
+"""The data-pass kernel: Chebyshev values, exact fixed-point sums, sensitivities."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dpsmooth_spark.core.basis import (
+    SCALE,
+    BasisSet,
+    ExactSums,
+    chebyshev_direct,
+    chebyshev_table,
+    partial_sums,
+    scale_to_unit,
+    unscale_from_unit,
+)
+from dpsmooth_spark.privacy import sensitivity
+
+QUANTUM = 1.0 / SCALE
+
+
+def test_chebyshev_recurrence_matches_cos_arccos(rng):
+    x = np.concatenate([rng.uniform(-1, 1, 500), [-1.0, 0.0, 1.0]])
+    table = chebyshev_table(x, 9)
+    for r in range(10):
+        np.testing.assert_allclose(table[:, r], chebyshev_direct(x, r), atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["marginal", "pairwise"])
+def test_basis_sums_match_direct_evaluation(rng, kind):
+    d, degree = 4, 3
+    lower, upper = np.full(d, -2.0), np.full(d, 5.0)
+    data = rng.uniform(-2, 5, size=(300, d))
+    basis = BasisSet.marginal(d, degree) if kind == "marginal" else BasisSet.pairwise(d, degree)
+    sums = partial_sums([data], lower, upper, degree)
+    x = scale_to_unit(data, lower, upper)
+    direct = np.array([
+        np.prod([chebyshev_direct(x[:, i], r) for i, r in enumerate(idx)], axis=0).sum()
+        for idx in basis.indices
+    ])
+    # each row's value is rounded to 2**-16 per factor: at most 2 * 2**-17 + tiny per row
+    np.testing.assert_allclose(sums.basis_sums(basis), direct, atol=300 * 2 * QUANTUM)
+    assert sums.count == 300
+    np.testing.assert_allclose(sums.first_moments(), x.sum(axis=0), atol=300 * QUANTUM)
+    np.testing.assert_allclose(sums.second_moments(), x.T @ x, atol=300 * 2 * QUANTUM)
+
+
+def test_sums_are_exact_and_independent_of_partitioning(rng):
+    d, degree = 3, 4
+    lower, upper = np.zeros(d), np.ones(d)
+    data = rng.uniform(-0.2, 1.2, size=(1001, d))
+    whole = partial_sums([data], lower, upper, degree)
+    parts = [partial_sums([chunk], lower, upper, degree) for chunk in np.array_split(data, 7)]
+    merged = parts[0]
+    for part in parts[1:]:
+        merged = merged.merge(part)
+    assert (merged.gram == whole.gram).all()
+    batched = partial_sums(np.array_split(data, 13), lower, upper, degree)
+    assert (batched.gram == whole.gram).all()
+    assert whole.rows_clamped == int(((data < 0) | (data > 1)).any(axis=1).sum())
+
+
+def test_invalid_rows_are_counted_and_excluded():
+    data = np.array([[0.5, 0.5], [np.nan, 0.1], [0.2, np.inf], [0.3, 0.3]])
+    sums = partial_sums([data], np.zeros(2), np.ones(2), 2)
+    clean = partial_sums([data[[0, 3]]], np.zeros(2), np.ones(2), 2)
+    assert sums.rows_seen == 4 and sums.rows_invalid == 2 and sums.count == 2
+    assert (sums.gram == clean.gram).all()
+
+
+def test_values_outside_bounds_are_clamped():
+    sums = partial_sums([np.array([[100.0], [-100.0]])], np.zeros(1), np.ones(1), 1)
+    assert sums.rows_clamped == 2
+    assert sums.first_moments()[0] == 0.0  # +1 and -1 after clamping
+
+
+def worst_case_neighbours(d: int) -> list[np.ndarray]:
+    """Records that maximise |T_r| (the cube's corners) and an interior point."""
+    corners = [np.ones(d), -np.ones(d), np.array([(-1) ** i for i in range(d)], float)]
+    return corners + [np.full(d, 0.3)]
+
+
+@pytest.mark.parametrize("kind", ["marginal", "pairwise"])
+def test_basis_sensitivity_bound_holds_for_added_record(rng, kind):
+    d, degree = 5, 3
+    basis = BasisSet.marginal(d, degree) if kind == "marginal" else BasisSet.pairwise(d, degree)
+    lower, upper = -np.ones(d), np.ones(d)
+    base = rng.uniform(-1, 1, size=(50, d))
+    before = partial_sums([base], lower, upper, degree)
+    worst_l1 = 0.0
+    for extra in worst_case_neighbours(d) + list(rng.uniform(-1, 1, size=(20, d))):
+        after = partial_sums([np.vstack([base, extra])], lower, upper, degree)
+        change = after.basis_sums(basis) - before.basis_sums(basis)
+        assert np.abs(change).max() <= 1.0 + 1e-12
+        worst_l1 = max(worst_l1, np.abs(change).sum())
+        assert np.linalg.norm(change) <= sensitivity.basis_sums_l2(basis.size) + 1e-9
+        assert after.count - before.count == sensitivity.count_sensitivity()
+    assert worst_l1 <= sensitivity.basis_sums_l1(basis.size) + 1e-9
+    # a corner attains the bound for the marginal set: it is tight, not loose
+    if kind == "marginal":
+        assert worst_l1 == pytest.approx(basis.size)
+
+
+def test_psi_product_sensitivity_bound(rng):
+    d, k = 8, 3
+    worst_l1 = worst_l2 = 0.0
+    for trial in range(300):
+        x = rng.choice([-1.0, 1.0], size=d) if trial % 2 else rng.uniform(-1, 1, size=d)
+        basis_q, _ = np.linalg.qr(rng.standard_normal((d, k)))
+        change = np.outer(x, x) @ basis_q
+        worst_l1 = max(worst_l1, np.abs(change).sum())
+        worst_l2 = max(worst_l2, np.linalg.norm(change))
+    assert worst_l1 <= sensitivity.psi_product_l1(d, k)
+    assert worst_l2 <= sensitivity.psi_product_l2(d) + 1e-9
+
+
+def test_scale_round_trip(rng):
+    lower, upper = np.array([0.0, -5.0]), np.array([10.0, 5.0])
+    values = rng.uniform(lower, upper, size=(20, 2))
+    np.testing.assert_allclose(unscale_from_unit(scale_to_unit(values, lower, upper), lower, upper), values)
+
+
+def test_basis_sets_sizes():
+    assert BasisSet.marginal(30, 2).size == 60
+    assert BasisSet.pairwise(30, 2).size == 60 + 435
+    with pytest.raises(ValueError):
+        ExactSums.zero(2, 2).merge(ExactSums.zero(3, 2))
