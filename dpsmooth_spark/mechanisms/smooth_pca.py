@@ -37,7 +37,7 @@ VARIANCE_FLOOR = 1e-4
 
 
 class SmoothPCAParams(BaseModel):
-    """Mechanism parameters; every default was chosen from ``scripts/tune_wdbc.py`` measurements.
+    """Mechanism parameters; defaults chosen from ``scripts/bench_wdbc.py`` measurements (docs/benchmarks.md).
 
     Attributes:
         basis: ``marginal`` (``T_r(x_i)``), ``pairwise`` (plus ``T_r(x_i) T_s(x_j)``) or ``auto``:
@@ -47,17 +47,18 @@ class SmoothPCAParams(BaseModel):
         candidates: number of candidate points C.
         candidate_strategy: ``moments`` (Gaussian with the private mean and covariance read off
             the basis sums: no extra budget), ``psi`` (the paper's private PCA ellipsoid) or
-            ``auto`` (``psi`` only when the basis has no pair terms and the noisy
-            ``n * epsilon`` is at least ``psi_min_n_epsilon``).
-        pca_dim: k of PSI (default ``min(5, max(1, d // 2))``).
+            ``auto``: ``psi`` when the basis has no pair terms (it then knows no covariance),
+            ``moments`` when it has (the covariance comes free with the basis sums).
+        pca_dim: k of PSI (default ``min(2, d)``).
         pca_iterations: T of PSI.
         count_fraction: share of the budget for the count.
         psi_fraction: share of the budget for PSI when it runs.
         spread: multiplier of the private standard deviations for the candidate cloud.
         jitter: per-column standard deviation of the post-processing neighbourhood, as a fraction
             of the private per-column standard deviation (0 disables it).
+        uniform_fraction: share of the C candidates drawn uniformly from the whole cube (wide
+            support lets the LP reach noisy targets the private cloud cannot).
         auto_noise_target: per-function noise standard deviation (normalised) that ``auto`` allows.
-        psi_min_n_epsilon: threshold of ``n~ * epsilon`` for ``candidate_strategy: auto``.
         lp_solver: OR-Tools backend.
     """
 
@@ -70,11 +71,11 @@ class SmoothPCAParams(BaseModel):
     pca_dim: int | None = Field(default=None, ge=1)
     pca_iterations: int = Field(default=5, ge=1, le=100)
     count_fraction: float = Field(default=0.05, gt=0, lt=0.5)
-    psi_fraction: float = Field(default=0.3, gt=0, lt=0.9)
+    psi_fraction: float = Field(default=0.1, gt=0, lt=0.9)
     spread: float = Field(default=1.2, gt=0, le=10)
     jitter: float = Field(default=0.3, ge=0, le=2)
+    uniform_fraction: float = Field(default=0.0, ge=0, le=1)
     auto_noise_target: float = Field(default=0.05, gt=0)
-    psi_min_n_epsilon: float = Field(default=1e5, gt=0)
     lp_solver: Literal["glop", "pdlp", "clp"] = "glop"
 
     def data_pass_degree(self) -> int:
@@ -230,8 +231,7 @@ def release_summary(
     basis = choose_basis(params, d, noisy_count, accountant, basis_budget)
     if strategy == "auto":
         has_pairs = bool(((basis.indices != 0).sum(axis=1) == 2).any())
-        strategy = "psi" if (not has_pairs and noisy_count * accountant.epsilon
-                             >= params.psi_min_n_epsilon and d >= 2) else "moments"
+        strategy = "moments" if has_pairs or d < 2 else "psi"
     if strategy == "psi":
         psi_share = params.psi_fraction
         basis_budget = accountant.share(rest - psi_share)
@@ -254,8 +254,7 @@ def release_summary(
 
 def _run_psi(sums, summary, params, accountant, use_noise, rng, budget) -> SubspaceEstimate:
     d = sums.d
-    k = params.pca_dim or min(5, max(1, d // 2))
-    k = min(k, d)
+    k = min(params.pca_dim or 2, d)
     iterations = params.pca_iterations
     if accountant.pure:
         sens = sensitivity.psi_product_l1(d, k)
@@ -277,6 +276,13 @@ def _run_psi(sums, summary, params, accountant, use_noise, rng, budget) -> Subsp
 
 def make_candidates(summary: NoisySummary, params: SmoothPCAParams, rng: np.random.Generator) -> np.ndarray:
     """C candidate points (scaled units) from the summary's DP values only."""
+    wide = int(round(params.uniform_fraction * params.candidates))
+    cloud = _private_cloud(summary, params, params.candidates - wide, rng)
+    return np.vstack([cloud, rng.uniform(-1.0, 1.0, size=(wide, summary.basis.d))])
+
+
+def _private_cloud(summary: NoisySummary, params: SmoothPCAParams, count: int,
+                   rng: np.random.Generator) -> np.ndarray:
     mean, cov = summary.moments()
     if summary.pca is not None:
         n = max(summary.noisy_count, 1.0)
@@ -285,8 +291,8 @@ def make_candidates(summary: NoisySummary, params: SmoothPCAParams, rng: np.rand
         d = mean.shape[0]
         residual = max(np.trace(cov) - variances.sum(), 0.0) / max(d - k, 1)
         return ellipsoid_candidates(mean, summary.pca.vectors, variances,
-                                    max(residual, VARIANCE_FLOOR), params.candidates, params.spread, rng)
-    return gaussian_candidates(mean, cov, params.candidates, params.spread, rng)
+                                    max(residual, VARIANCE_FLOOR), count, params.spread, rng)
+    return gaussian_candidates(mean, cov, count, params.spread, rng)
 
 
 @dataclass

@@ -1,0 +1,28 @@
+# Sourced by scripts/demo and scripts/test: create .venv and install the project into it.
+# Re-installs only when pyproject.toml changed (a stamp file in .venv records its hash).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+extras="${1:-}"
+if ! command -v java >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing Java 17 (Spark needs a JVM)" >&2
+    apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+  else
+    echo "error: Java 17 is required (e.g. apt-get install openjdk-17-jre-headless)" >&2
+    exit 1
+  fi
+fi
+python_bin="${PYTHON:-$(command -v python3.11 || command -v python3)}"
+"$python_bin" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+  || { echo "error: Python >= 3.11 is required ($python_bin is older)" >&2; exit 1; }
+[ -x .venv/bin/python ] || "$python_bin" -m venv .venv
+stamp=".venv/.installed-$(cat pyproject.toml | sha256sum | cut -c1-16)${extras:+-$extras}"
+if [ ! -f "$stamp" ]; then
+  echo "installing dpsmooth-spark${extras:+[$extras]} into .venv" >&2
+  .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
+  .venv/bin/python -m pip install -q --disable-pip-version-check -e ".${extras:+[$extras]}"
+  touch "$stamp"
+fi
+export PATH="$ROOT/.venv/bin:$PATH"
