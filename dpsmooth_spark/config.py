@@ -13,6 +13,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from dpsmooth_spark.core.basis import PublicBounds
 from dpsmooth_spark.mechanisms.smooth_pca import SmoothPCAParams
 
 
@@ -127,6 +128,10 @@ class ReleaseConfig(_Strict):
     def column_names(self) -> list[str]:
         """Selected columns, in config order."""
         return [c.name for c in self.columns]
+
+    def public_bounds(self) -> PublicBounds:
+        """The columns and their bounds as the mechanism takes them."""
+        return PublicBounds.from_mapping({c.name: (c.lower, c.upper) for c in self.columns})
 
 
 def parse_config(data: Any, base_dir: Path | None = None) -> ReleaseConfig:

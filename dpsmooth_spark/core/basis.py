@@ -227,6 +227,42 @@ def _remap_columns(d: int, small: int, large: int) -> np.ndarray:
     return out
 
 
+@dataclass(frozen=True)
+class PublicBounds:
+    """Column names with their public bounds (from the config, never from the data).
+
+    Attributes:
+        columns: names in table order.
+        lower, upper: ``(d,)`` float arrays with ``lower < upper``.
+    """
+
+    columns: tuple[str, ...]
+    lower: np.ndarray = field(repr=False)
+    upper: np.ndarray = field(repr=False)
+
+    @classmethod
+    def from_mapping(cls, bounds: dict[str, tuple[float, float]]) -> "PublicBounds":
+        """From ``{column: (lower, upper)}`` in column order."""
+        lower = np.array([float(lo) for lo, _ in bounds.values()])
+        upper = np.array([float(hi) for _, hi in bounds.values()])
+        if not np.all(lower < upper):
+            raise ValueError("every lower bound must be below its upper bound")
+        return cls(tuple(bounds), lower, upper)
+
+    @property
+    def d(self) -> int:
+        """Number of columns."""
+        return len(self.columns)
+
+    def scale(self, values: np.ndarray) -> np.ndarray:
+        """Original units to [-1, 1] (clamped)."""
+        return np.clip(scale_to_unit(values, self.lower, self.upper), -1.0, 1.0)
+
+    def unscale(self, values: np.ndarray) -> np.ndarray:
+        """[-1, 1] to original units."""
+        return unscale_from_unit(values, self.lower, self.upper)
+
+
 def scale_to_unit(values: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
     """Affine map of ``[lower, upper]`` onto ``[-1, 1]`` per column (no clamping)."""
     return 2.0 * (values - lower) / (upper - lower) - 1.0

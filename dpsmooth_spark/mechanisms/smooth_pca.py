@@ -23,7 +23,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from dpsmooth_spark.core.basis import BasisSet, ExactSums, partial_sums, scale_to_unit, unscale_from_unit
+from dpsmooth_spark.core.basis import BasisSet, ExactSums, PublicBounds, partial_sums
 from dpsmooth_spark.core.candidates import ellipsoid_candidates, gaussian_candidates, nearest_psd
 from dpsmooth_spark.core.lp import solve_l1_fit
 from dpsmooth_spark.core.sampling import sample_records
@@ -133,17 +133,14 @@ class NoisySummary:
     """Everything the mechanism releases before post-processing; all of it is DP.
 
     Attributes:
-        columns: column names.
-        lower, upper: public bounds.
+        bounds: column names and public bounds.
         basis: the multi-indices.
         noisy_count: count plus noise.
         noisy_sums: basis sums plus noise, ``(R,)``.
         pca: PSI output when the ``psi`` strategy ran.
     """
 
-    columns: list[str]
-    lower: np.ndarray
-    upper: np.ndarray
+    bounds: PublicBounds
     basis: BasisSet
     noisy_count: float
     noisy_sums: np.ndarray
@@ -188,9 +185,9 @@ class NoisySummary:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form of the summary (the ``summary.json`` of a release)."""
         out: dict[str, Any] = {
-            "columns": list(self.columns),
-            "lower": self.lower.tolist(),
-            "upper": self.upper.tolist(),
+            "columns": list(self.bounds.columns),
+            "lower": self.bounds.lower.tolist(),
+            "upper": self.bounds.upper.tolist(),
             "scaling": "x_scaled = 2 (x - lower) / (upper - lower) - 1, clamped to [-1, 1]",
             "basis_function": "prod_i T_{r_i}(x_scaled_i), T_r = Chebyshev polynomial = cos(r arccos x)",
             "noisy_count": self.noisy_count,
@@ -208,9 +205,7 @@ class NoisySummary:
 
 def release_summary(
     sums: ExactSums,
-    columns: list[str],
-    lower: np.ndarray,
-    upper: np.ndarray,
+    bounds: PublicBounds,
     params: SmoothPCAParams,
     accountant: PrivacyAccountant,
     noise: NoiseSource,
@@ -243,8 +238,7 @@ def release_summary(
     basis_scale = accountant.noise_scale(basis_sens, basis_budget)
     noisy_sums = use_noise(sums.basis_sums(basis), basis_scale)
     accountant.charge("basis_sums", basis_sens, basis_scale)
-    summary = NoisySummary(list(columns), np.asarray(lower, float), np.asarray(upper, float),
-                           basis, noisy_count, noisy_sums)
+    summary = NoisySummary(bounds, basis, noisy_count, noisy_sums)
 
     if strategy == "psi":
         summary.pca = _run_psi(sums, summary, params, accountant, use_noise, rng,
@@ -323,9 +317,7 @@ class SynthesisResult:
 
 def fit_from_sums(
     sums: ExactSums,
-    columns: list[str],
-    lower: np.ndarray,
-    upper: np.ndarray,
+    bounds: PublicBounds,
     params: SmoothPCAParams,
     accountant: PrivacyAccountant,
     noise: NoiseSource,
@@ -334,7 +326,7 @@ def fit_from_sums(
     """Run every driver stage: noise, optional PSI, candidates, LP."""
     timings: dict[str, float] = {}
     start = time.perf_counter()
-    summary = release_summary(sums, columns, lower, upper, params, accountant, noise, rng)
+    summary = release_summary(sums, bounds, params, accountant, noise, rng)
     timings["noise_and_psi"] = time.perf_counter() - start
 
     start = time.perf_counter()
@@ -379,6 +371,7 @@ class SmoothSynthesizer:
     ) -> None:
         self.epsilon = epsilon
         self.bounds = bounds
+        self.public_bounds = PublicBounds.from_mapping(bounds)
         self.delta = delta
         self.params = params or SmoothPCAParams()
         self.random_state = random_state
@@ -388,10 +381,9 @@ class SmoothSynthesizer:
 
     def fit(self, table: Any) -> "SmoothSynthesizer":
         """Fit on a pandas DataFrame, pyarrow Table or mapping of column arrays (in memory)."""
-        columns = list(self.bounds)
-        data = np.column_stack([_column(table, c) for c in columns])
-        lower, upper = self._bound_arrays()
-        sums = partial_sums([data], lower, upper, self.params.data_pass_degree())
+        domain = self.public_bounds
+        data = np.column_stack([_column(table, c) for c in domain.columns])
+        sums = partial_sums([data], domain.lower, domain.upper, self.params.data_pass_degree())
         return self.fit_sums(sums)
 
     def fit_sums(self, sums: ExactSums) -> "SmoothSynthesizer":
@@ -399,9 +391,7 @@ class SmoothSynthesizer:
         rng = self._rng()
         noise = NoiseSource(rng if self.random_state is not None else None)
         self.accountant_ = PrivacyAccountant(self.epsilon, self.delta)
-        lower, upper = self._bound_arrays()
-        self.result_ = fit_from_sums(sums, list(self.bounds), lower, upper, self.params,
-                                     self.accountant_, noise, rng)
+        self.result_ = fit_from_sums(sums, self.public_bounds, self.params, self.accountant_, noise, rng)
         self.noise_ = noise
         self.sampling_rng_ = rng
         return self
@@ -410,15 +400,8 @@ class SmoothSynthesizer:
         """Synthetic records in original units, as ``{column: array}``; default rows = noisy count."""
         if rows is None:
             rows = max(1, int(round(self.result_.summary.noisy_count)))
-        lower, upper = self._bound_arrays()
-        scaled = sample_scaled(self.result_, rows, self.sampling_rng_)
-        values = unscale_from_unit(scaled, lower, upper)
-        return {name: values[:, i] for i, name in enumerate(self.bounds)}
-
-    def _bound_arrays(self) -> tuple[np.ndarray, np.ndarray]:
-        lower = np.array([float(self.bounds[c][0]) for c in self.bounds])
-        upper = np.array([float(self.bounds[c][1]) for c in self.bounds])
-        return lower, upper
+        values = self.public_bounds.unscale(sample_scaled(self.result_, rows, self.sampling_rng_))
+        return {name: values[:, i] for i, name in enumerate(self.public_bounds.columns)}
 
 
 def _column(table: Any, name: str) -> np.ndarray:
@@ -439,5 +422,4 @@ __all__ = [
     "release_summary",
     "fit_from_sums",
     "sample_scaled",
-    "scale_to_unit",
 ]

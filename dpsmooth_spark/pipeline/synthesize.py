@@ -15,7 +15,6 @@ import pyarrow as pa
 
 from dpsmooth_spark import __version__
 from dpsmooth_spark.config import ReleaseConfig
-from dpsmooth_spark.core.basis import unscale_from_unit
 from dpsmooth_spark.mechanisms.smooth_pca import SmoothSynthesizer, sample_scaled
 from dpsmooth_spark.pipeline.progress import StageLog
 from dpsmooth_spark.spark import data_pass, io, session
@@ -47,9 +46,8 @@ def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
     """Run a full release described by ``config``; see ``docs/privacy.md`` for the guarantee."""
     log = StageLog(quiet=quiet)
     release_id = config.release_id or uuid.uuid4().hex
-    columns = config.column_names
-    lower = np.array([c.lower for c in config.columns])
-    upper = np.array([c.upper for c in config.columns])
+    bounds = config.public_bounds()
+    columns = list(bounds.columns)
     params = config.mechanism
     io.check_output_path(config.output.path, config.output.mode)
 
@@ -57,12 +55,12 @@ def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
         spark = session.get_session(config.spark.master, config.spark.conf)
     with log.stage("data pass"):
         df = io.read_table(spark, config.input.path, config.input.format, columns)
-        sums = data_pass.exact_sums(df, columns, lower, upper, params.data_pass_degree())
+        sums = data_pass.exact_sums(df, bounds, params.data_pass_degree())
     _check_rows(config, sums.rows_seen, sums.rows_invalid, sums.rows_clamped, sums.count)
 
     synthesizer = SmoothSynthesizer(
         config.privacy.epsilon,
-        {c.name: (c.lower, c.upper) for c in config.columns},
+        {name: (lo, hi) for name, lo, hi in zip(columns, bounds.lower, bounds.upper)},
         delta=config.privacy.delta,
         params=params,
         random_state=config.seed,
@@ -76,7 +74,7 @@ def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
     rows = config.output.rows or max(1, int(round(result.summary.noisy_count)))
     with log.stage("sampling"):
         scaled = sample_scaled(result, rows, synthesizer.sampling_rng_)
-        values = unscale_from_unit(scaled, lower, upper)
+        values = bounds.unscale(scaled)
         table = pa.table({name: values[:, i] for i, name in enumerate(columns)})
         distinct = int(np.unique(scaled, axis=0).shape[0])
 
@@ -123,7 +121,8 @@ def _manifest(config: ReleaseConfig, release_id: str, synthesizer: SmoothSynthes
             "reference": "Wang et al., Differentially Private Data Releasing for Smooth Queries, "
                          "JMLR 2016, Section 5.2 (Algorithms 3 and 4)",
             "parameters": config.mechanism.model_dump(mode="json"),
-            "basis": {"kind_size": summary.basis.size, "max_degree": summary.basis.degree},
+            "basis": {"size": summary.basis.size, "max_degree": summary.basis.degree,
+                      "pair_terms": bool(((summary.basis.indices != 0).sum(axis=1) == 2).any())},
             "candidate_strategy": "psi" if summary.pca is not None else "moments",
             "candidates": int(result.candidates.shape[0]),
             "lp_objective_l1": result.lp_objective,

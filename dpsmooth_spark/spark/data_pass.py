@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
-from dpsmooth_spark.core.basis import ExactSums, partial_sums
+from dpsmooth_spark.core.basis import ExactSums, PublicBounds, partial_sums
 
 RESULT_SCHEMA = "gram binary, rows_seen long, rows_invalid long, rows_clamped long"
 
@@ -41,12 +41,12 @@ def _kernel(columns: list[str], lower: np.ndarray, upper: np.ndarray, degree: in
     return run
 
 
-def exact_sums(df: DataFrame, columns: list[str], lower: np.ndarray, upper: np.ndarray,
-               degree: int) -> ExactSums:
-    """Exact sufficient statistics of ``df[columns]`` (double columns) in one Spark job."""
-    d = len(columns)
+def exact_sums(df: DataFrame, bounds: PublicBounds, degree: int) -> ExactSums:
+    """Exact sufficient statistics of the bounded columns of ``df`` (doubles) in one Spark job."""
+    d = bounds.d
     size = 1 + d * degree
-    kernel = _kernel(list(columns), np.asarray(lower, float), np.asarray(upper, float), degree)
+    columns = list(bounds.columns)
+    kernel = _kernel(columns, bounds.lower, bounds.upper, degree)
     rows = df.select(*columns).mapInArrow(kernel, RESULT_SCHEMA).collect()
     total = ExactSums.zero(d, degree)
     for row in rows:

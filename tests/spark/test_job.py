@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dpsmooth_spark.config import parse_config
-from dpsmooth_spark.core.basis import partial_sums
+from dpsmooth_spark.core.basis import PublicBounds, partial_sums
 from dpsmooth_spark.pipeline.synthesize import InvalidDataError, run_synthesize
 from dpsmooth_spark.spark.data_pass import exact_sums
 from dpsmooth_spark.spark.io import InputError, OutputExistsError, read_table
@@ -52,7 +52,7 @@ def test_data_pass_is_exact_and_independent_of_partitioning(spark, wdbc_table, w
     expected = partial_sums([local], lower, upper, 2)
     df = read_table(spark, str(ROOT / "data" / "wdbc.parquet"), "parquet", columns)
     for parts in (1, 3, 8):
-        got = exact_sums(df.repartition(parts), columns, lower, upper, 2)
+        got = exact_sums(df.repartition(parts), PublicBounds.from_mapping(wdbc_bounds), 2)
         assert (got.gram == expected.gram).all()
         assert got.rows_seen == 569 and got.rows_invalid == 0
 
