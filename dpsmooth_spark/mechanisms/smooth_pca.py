@@ -75,7 +75,7 @@ class SmoothPCAParams(BaseModel):
     spread: float = Field(default=1.2, gt=0, le=10)
     jitter: float = Field(default=0.3, ge=0, le=2)
     uniform_fraction: float = Field(default=0.0, ge=0, le=1)
-    auto_noise_target: float = Field(default=0.05, gt=0)
+    auto_noise_target: float = Field(default=0.02, gt=0)
     lp_solver: Literal["glop", "pdlp", "clp"] = "glop"
 
     def data_pass_degree(self) -> int:
@@ -230,6 +230,7 @@ def release_summary(
     if strategy == "psi":
         psi_share = params.psi_fraction
         basis_budget = accountant.share(rest - psi_share)
+        basis = choose_basis(params, d, noisy_count, accountant, basis_budget)
 
     if accountant.pure:
         basis_sens = sensitivity.basis_sums_l1(basis.size)
