@@ -53,7 +53,7 @@ class ColumnConfig(_Strict):
     upper: float
 
     @model_validator(mode="after")
-    def _bounds_ordered(self) -> "ColumnConfig":
+    def _bounds_ordered(self) -> ColumnConfig:
         if not (math.isfinite(self.lower) and math.isfinite(self.upper)):
             raise ValueError(f"bounds of column {self.name!r} must be finite")
         if not self.lower < self.upper:
@@ -119,7 +119,7 @@ class ReleaseConfig(_Strict):
         return columns
 
     @model_validator(mode="after")
-    def _seed_needs_test_mode(self) -> "ReleaseConfig":
+    def _seed_needs_test_mode(self) -> ReleaseConfig:
         if self.seed is not None and not self.test_mode:
             raise ValueError("seed is only allowed with test_mode: true (seeded noise is not a secure release)")
         return self

@@ -70,7 +70,7 @@ def main() -> None:
                 synth = SmoothSynthesizer(eps, bounds, params=params, random_state=1000 + rep).fit(table)
                 seconds.append(time.perf_counter() - start)
                 result = synth.result_
-                m = max(1, int(round(result.summary.noisy_count)))
+                m = max(1, round(result.summary.noisy_count))
                 for name, jitter in (("jitter", result.jitter), ("support_only", 0.0 * result.jitter)):
                     sampled = sample_scaled(_with_jitter(result, jitter), m, np.random.default_rng(rep))
                     if name == "jitter":

@@ -13,8 +13,8 @@ is the sensitivity that ``docs/privacy.md`` uses.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 import numpy as np
 
@@ -71,7 +71,7 @@ class BasisSet:
         return int(self.indices.shape[0])
 
     @classmethod
-    def marginal(cls, d: int, degree: int) -> "BasisSet":
+    def marginal(cls, d: int, degree: int) -> BasisSet:
         """``T_r(x_i)`` for every column ``i`` and ``1 <= r <= degree``: R = d * degree."""
         rows = []
         for i in range(d):
@@ -82,7 +82,7 @@ class BasisSet:
         return cls(d, degree, np.array(rows, dtype=np.int64).reshape(-1, d))
 
     @classmethod
-    def pairwise(cls, d: int, degree: int, pair_degree: int | None = None) -> "BasisSet":
+    def pairwise(cls, d: int, degree: int, pair_degree: int | None = None) -> BasisSet:
         """The marginal set plus ``T_r(x_i) T_s(x_j)`` for ``i < j``, ``r, s >= 1``, ``r + s <= D``.
 
         ``D`` (``pair_degree``) defaults to ``degree``; with ``degree = 2`` the set has
@@ -171,7 +171,7 @@ class ExactSums:
     rows_clamped: int = 0
 
     @classmethod
-    def zero(cls, d: int, degree: int) -> "ExactSums":
+    def zero(cls, d: int, degree: int) -> ExactSums:
         """The neutral element of :meth:`merge`."""
         size = 1 + d * degree
         return cls(degree, d, np.zeros((size, size), dtype=object))
@@ -181,7 +181,7 @@ class ExactSums:
         """Exact number of kept rows (never released as is)."""
         return int(self.gram[0, 0]) >> (2 * FRACTION_BITS)
 
-    def merge(self, other: "ExactSums") -> "ExactSums":
+    def merge(self, other: ExactSums) -> ExactSums:
         """Sum of two partial results (associative and exact)."""
         if (self.d, self.degree) != (other.d, other.degree):
             raise ValueError("cannot merge sums of different shapes")
@@ -241,7 +241,7 @@ class PublicBounds:
     upper: np.ndarray = field(repr=False)
 
     @classmethod
-    def from_mapping(cls, bounds: dict[str, tuple[float, float]]) -> "PublicBounds":
+    def from_mapping(cls, bounds: dict[str, tuple[float, float]]) -> PublicBounds:
         """From ``{column: (lower, upper)}`` in column order."""
         lower = np.array([float(lo) for lo, _ in bounds.values()])
         upper = np.array([float(hi) for _, hi in bounds.values()])

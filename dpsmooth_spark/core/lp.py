@@ -8,6 +8,7 @@ The model is filled from a sparse matrix in one call, so building it costs no Py
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -59,7 +60,9 @@ def solve_l1_fit(
     rhs = np.concatenate([b, [1.0]]).astype(np.float64)
     nvar = c + 2 * r
     model = mb.Model()
-    model.helper.fill_model_from_sparse_data(
+    # OR-Tools' stubs declare ndarray[float64, ...], which no numpy array type matches.
+    helper: Any = model.helper
+    helper.fill_model_from_sparse_data(
         np.zeros(nvar),
         np.full(nvar, np.inf),
         np.concatenate([np.zeros(c), np.ones(2 * r)]),

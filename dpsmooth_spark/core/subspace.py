@@ -6,8 +6,8 @@ adds calibrated noise, so the privacy accounting stays in :mod:`dpsmooth_spark.p
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 

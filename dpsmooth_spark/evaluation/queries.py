@@ -36,7 +36,7 @@ class GaussianMixtureQueries:
     weights: np.ndarray
 
     @classmethod
-    def draw(cls, d: int, count: int, rng: np.random.Generator, components: int = 10) -> "GaussianMixtureQueries":
+    def draw(cls, d: int, count: int, rng: np.random.Generator, components: int = 10) -> GaussianMixtureQueries:
         """``count`` queries with ``components`` kernels each, as in the paper (J = 10)."""
         centres = rng.uniform(-1.0, 1.0, size=(count, components, d))
         alphas = rng.uniform(0.0, 1.0, size=(count, components))

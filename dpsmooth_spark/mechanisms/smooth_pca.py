@@ -271,7 +271,7 @@ def _run_psi(sums, summary, params, accountant, use_noise, rng, budget) -> Subsp
 
 def make_candidates(summary: NoisySummary, params: SmoothPCAParams, rng: np.random.Generator) -> np.ndarray:
     """C candidate points (scaled units) from the summary's DP values only."""
-    wide = int(round(params.uniform_fraction * params.candidates))
+    wide = round(params.uniform_fraction * params.candidates)
     cloud = _private_cloud(summary, params, params.candidates - wide, rng)
     return np.vstack([cloud, rng.uniform(-1.0, 1.0, size=(wide, summary.basis.d))])
 
@@ -380,14 +380,14 @@ class SmoothSynthesizer:
     def _rng(self) -> np.random.Generator:
         return np.random.default_rng(self.random_state)
 
-    def fit(self, table: Any) -> "SmoothSynthesizer":
+    def fit(self, table: Any) -> SmoothSynthesizer:
         """Fit on a pandas DataFrame, pyarrow Table or mapping of column arrays (in memory)."""
         domain = self.public_bounds
         data = np.column_stack([_column(table, c) for c in domain.columns])
         sums = partial_sums([data], domain.lower, domain.upper, self.params.data_pass_degree())
         return self.fit_sums(sums)
 
-    def fit_sums(self, sums: ExactSums) -> "SmoothSynthesizer":
+    def fit_sums(self, sums: ExactSums) -> SmoothSynthesizer:
         """Fit from exact sums computed elsewhere (e.g. the Spark data pass)."""
         rng = self._rng()
         noise = NoiseSource(rng if self.random_state is not None else None)
@@ -400,7 +400,7 @@ class SmoothSynthesizer:
     def sample(self, rows: int | None = None) -> dict[str, np.ndarray]:
         """Synthetic records in original units, as ``{column: array}``; default rows = noisy count."""
         if rows is None:
-            rows = max(1, int(round(self.result_.summary.noisy_count)))
+            rows = max(1, round(self.result_.summary.noisy_count))
         values = self.public_bounds.unscale(sample_scaled(self.result_, rows, self.sampling_rng_))
         return {name: values[:, i] for i, name in enumerate(self.public_bounds.columns)}
 
@@ -416,11 +416,11 @@ def _column(table: Any, name: str) -> np.ndarray:
 
 
 __all__ = [
+    "NoisySummary",
     "SmoothPCAParams",
     "SmoothSynthesizer",
-    "NoisySummary",
     "SynthesisResult",
-    "release_summary",
     "fit_from_sums",
+    "release_summary",
     "sample_scaled",
 ]

@@ -7,7 +7,8 @@ import json
 import platform
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
+from importlib.metadata import version
 from typing import Any
 
 import numpy as np
@@ -23,6 +24,9 @@ NEIGHBOURING_RELATION = (
     "add/remove one record (unbounded DP): neighbouring tables differ by the presence of one row; "
     "the row count is not public and is released with noise"
 )
+
+
+VERSIONED_PACKAGES = ("pyspark", "numpy", "scipy", "pyarrow", "ortools", "opendp")
 
 
 class InvalidDataError(ValueError):
@@ -71,7 +75,7 @@ def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
     log.note(f"basis: {result.summary.basis.size} functions; candidates: {result.candidates.shape[0]}; "
              f"LP support: {result.support_size}; PSI: {'yes' if result.summary.pca else 'no'}")
 
-    rows = config.output.rows or max(1, int(round(result.summary.noisy_count)))
+    rows = config.output.rows or max(1, round(result.summary.noisy_count))
     with log.stage("sampling"):
         scaled = sample_scaled(result, rows, synthesizer.sampling_rng_)
         values = bounds.unscale(scaled)
@@ -105,17 +109,12 @@ def _check_rows(config: ReleaseConfig, seen: int, invalid: int, clamped: int, ke
 
 def _manifest(config: ReleaseConfig, release_id: str, synthesizer: SmoothSynthesizer, rows: int,
               distinct: int, timings: dict[str, float]) -> dict[str, Any]:
-    import numpy
-    import ortools
-    import pyspark
-    import scipy
-
     result = synthesizer.result_
     summary = result.summary
     config_dump = config.model_dump(mode="json")
     return {
         "release_id": release_id,
-        "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created_utc": datetime.now(UTC).isoformat(timespec="seconds"),
         "mechanism": {
             "name": "smooth_pca",
             "reference": "Wang et al., Differentially Private Data Releasing for Smooth Queries, "
@@ -144,9 +143,6 @@ def _manifest(config: ReleaseConfig, release_id: str, synthesizer: SmoothSynthes
                    "files": "data/*.parquet, summary.json (DP noisy summary), manifest.json"},
         "config_sha256": hashlib.sha256(json.dumps(config_dump, sort_keys=True).encode()).hexdigest(),
         "stage_seconds": {**timings, **{f"driver.{k}": v for k, v in result.timings.items()}},
-        "versions": {
-            "dpsmooth_spark": __version__, "python": platform.python_version(),
-            "pyspark": pyspark.__version__, "numpy": numpy.__version__, "scipy": scipy.__version__,
-            "ortools": ortools.__version__,
-        },
+        "versions": {"dpsmooth_spark": __version__, "python": platform.python_version(),
+                     **{pkg: version(pkg) for pkg in VERSIONED_PACKAGES}},
     }

@@ -7,7 +7,7 @@ integers, so the result is exact and does not depend on partitioning or task ret
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
