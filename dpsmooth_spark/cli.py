@@ -1,4 +1,4 @@
-"""``python -m dpsmooth_spark synthesize --config FILE``: the same pipeline as ``jobs/synthesize.py``."""
+"""``python -m dpsmooth_spark synthesize|ledger --config FILE`` (synthesize = ``jobs/synthesize.py``)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ def _parser() -> argparse.ArgumentParser:
     synth.add_argument("--config", required=True, help="release config (YAML)")
     synth.add_argument("--release-id", help="idempotency key, e.g. the scheduler's run id")
     synth.add_argument("--quiet", action="store_true", help="no progress lines")
+    ledger = sub.add_parser("ledger", help="show the budget ledger of a config's input table")
+    ledger.add_argument("--config", required=True, help="release config (YAML)")
     return parser
 
 
@@ -23,13 +25,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the process exit code (2 for bad config or input)."""
     args = _parser().parse_args(argv)
     from dpsmooth_spark.pipeline.synthesize import InvalidDataError, run_synthesize
+    from dpsmooth_spark.privacy.ledger import BudgetExceededError, BudgetLedger, LedgerConflictError
     from dpsmooth_spark.spark.io import InputError, OutputExistsError
 
+    refusals = (ConfigError, InputError, InvalidDataError, OutputExistsError, BudgetExceededError,
+                LedgerConflictError)
     try:
-        overrides = {"release_id": args.release_id} if args.release_id else None
+        overrides = {"release_id": args.release_id} if getattr(args, "release_id", None) else None
         config = load_config(args.config, overrides)
+        if args.command == "ledger":
+            print(BudgetLedger(config.ledger_path).format(config.table_id))
+            return 0
         report = run_synthesize(config, quiet=args.quiet)
-    except (ConfigError, InputError, InvalidDataError, OutputExistsError) as exc:
+    except refusals as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(report.output_path)

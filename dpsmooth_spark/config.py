@@ -31,6 +31,8 @@ class InputConfig(_Strict):
     Attributes:
         path: file or directory (Parquet) or CSV file/directory.
         format: ``parquet`` or ``csv`` (CSV needs a header row).
+        table_id: the table's identity in the budget ledger (default ``format:path``); give a
+            stable name when the same table may be read from different paths.
         on_invalid: rows with a null, NaN, infinite or non-numeric value in a selected column:
             ``error`` stops the job before any noise is drawn; ``drop`` removes those rows (a
             per-record transformation, so the privacy guarantee is unchanged).
@@ -41,6 +43,7 @@ class InputConfig(_Strict):
 
     path: str
     format: Literal["parquet", "csv"] = "parquet"
+    table_id: str | None = Field(default=None, min_length=1)
     on_invalid: Literal["error", "drop"] = "error"
     max_clamped_fraction: float = Field(default=0.5, ge=0.0, le=1.0)
 
@@ -89,6 +92,20 @@ class OutputConfig(_Strict):
     mode: Literal["error", "overwrite"] = "error"
 
 
+class LedgerConfig(_Strict):
+    """The persistent budget ledger (docs/privacy.md section 8).
+
+    Attributes:
+        path: SQLite file; default ``dpsmooth_ledger.sqlite`` beside the output folder.
+        lifetime_epsilon: total epsilon all releases of the table may spend; none = unlimited.
+        lifetime_delta: total delta all releases of the table may spend.
+    """
+
+    path: str | None = None
+    lifetime_epsilon: float | None = Field(default=None, gt=0)
+    lifetime_delta: float = Field(default=0.0, ge=0, lt=1)
+
+
 class SparkConfig(_Strict):
     """Spark session settings (ignored when the job runs under an existing session)."""
 
@@ -105,6 +122,7 @@ class ReleaseConfig(_Strict):
     output: OutputConfig
     mechanism: SmoothPCAParams = Field(default_factory=SmoothPCAParams)
     spark: SparkConfig = Field(default_factory=SparkConfig)
+    ledger: LedgerConfig = Field(default_factory=LedgerConfig)
     seed: int | None = None
     test_mode: bool = False
     release_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.:+-]{1,128}$")
@@ -129,6 +147,23 @@ class ReleaseConfig(_Strict):
         """Selected columns, in config order."""
         return [c.name for c in self.columns]
 
+    @property
+    def table_id(self) -> str:
+        """The input table's key in the budget ledger."""
+        return self.input.table_id or f"{self.input.format}:{self.input.path}"
+
+    @property
+    def ledger_path(self) -> str:
+        """Where the budget ledger lives."""
+        return self.ledger.path or str(Path(self.output.path).parent / "dpsmooth_ledger.sqlite")
+
+    @property
+    def lifetime_budget(self) -> tuple[float, float] | None:
+        """(epsilon, delta) all releases of the table may spend, if limited."""
+        if self.ledger.lifetime_epsilon is None:
+            return None
+        return self.ledger.lifetime_epsilon, self.ledger.lifetime_delta
+
     def public_bounds(self) -> PublicBounds:
         """The columns and their bounds as the mechanism takes them."""
         return PublicBounds.from_mapping({c.name: (c.lower, c.upper) for c in self.columns})
@@ -143,9 +178,11 @@ def parse_config(data: Any, base_dir: Path | None = None) -> ReleaseConfig:
     except ValidationError as exc:
         raise ConfigError(_format(exc)) from None
     if base_dir is not None:
+        ledger_path = config.ledger.path and _resolve(config.ledger.path, base_dir)
         config = config.model_copy(update={
             "input": config.input.model_copy(update={"path": _resolve(config.input.path, base_dir)}),
             "output": config.output.model_copy(update={"path": _resolve(config.output.path, base_dir)}),
+            "ledger": config.ledger.model_copy(update={"path": ledger_path}),
         })
     return config
 

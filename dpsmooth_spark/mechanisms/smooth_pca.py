@@ -182,6 +182,21 @@ class NoisySummary:
         np.fill_diagonal(cov, np.clip(np.diag(cov), VARIANCE_FLOOR, 1.0))
         return mean, nearest_psd(cov, VARIANCE_FLOOR)
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> NoisySummary:
+        """Inverse of :meth:`to_dict` (a retry reloads the persisted summary with it)."""
+        indices = np.array(data["multi_indices"], dtype=np.int64)
+        d = len(data["columns"])
+        bounds = PublicBounds(tuple(data["columns"]), np.array(data["lower"], float),
+                              np.array(data["upper"], float))
+        basis = BasisSet(d, int(indices.max(initial=1)), indices.reshape(-1, d))
+        pca = None
+        if "pca" in data:
+            pca = SubspaceEstimate(np.array(data["pca"]["vectors"], float),
+                                   np.array(data["pca"]["eigenvalues"], float)
+                                   * max(data["noisy_count"], 1.0))
+        return cls(bounds, basis, float(data["noisy_count"]), np.array(data["noisy_sums"], float), pca)
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form of the summary (the ``summary.json`` of a release)."""
         out: dict[str, Any] = {
@@ -316,20 +331,10 @@ class SynthesisResult:
         return int((self.weights > 0).sum())
 
 
-def fit_from_sums(
-    sums: ExactSums,
-    bounds: PublicBounds,
-    params: SmoothPCAParams,
-    accountant: PrivacyAccountant,
-    noise: NoiseSource,
-    rng: np.random.Generator,
-) -> SynthesisResult:
-    """Run every driver stage: noise, optional PSI, candidates, LP."""
+def fit_from_summary(summary: NoisySummary, params: SmoothPCAParams,
+                     rng: np.random.Generator) -> SynthesisResult:
+    """Post-processing only (no privacy cost): candidates, the L1 fit and the jitter scale."""
     timings: dict[str, float] = {}
-    start = time.perf_counter()
-    summary = release_summary(sums, bounds, params, accountant, noise, rng)
-    timings["noise_and_psi"] = time.perf_counter() - start
-
     start = time.perf_counter()
     candidates = make_candidates(summary, params, rng)
     w = summary.basis.evaluate(candidates)
@@ -342,6 +347,23 @@ def fit_from_sums(
     _, cov = summary.moments()
     jitter = params.jitter * np.sqrt(np.diag(cov))
     return SynthesisResult(summary, candidates, fit.weights, fit.objective, jitter, timings)
+
+
+def fit_from_sums(
+    sums: ExactSums,
+    bounds: PublicBounds,
+    params: SmoothPCAParams,
+    accountant: PrivacyAccountant,
+    noise: NoiseSource,
+    rng: np.random.Generator,
+) -> SynthesisResult:
+    """Every driver stage: the DP statistics, then :func:`fit_from_summary`."""
+    start = time.perf_counter()
+    summary = release_summary(sums, bounds, params, accountant, noise, rng)
+    elapsed = time.perf_counter() - start
+    result = fit_from_summary(summary, params, rng)
+    result.timings = {"noise_and_psi": elapsed, **result.timings}
+    return result
 
 
 def sample_scaled(result: SynthesisResult, rows: int, rng: np.random.Generator) -> np.ndarray:
@@ -421,6 +443,7 @@ __all__ = [
     "SmoothSynthesizer",
     "SynthesisResult",
     "fit_from_sums",
+    "fit_from_summary",
     "release_summary",
     "sample_scaled",
 ]

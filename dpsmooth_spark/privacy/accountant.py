@@ -117,6 +117,12 @@ class PrivacyAccountant:
         rho = sum(c.rho for c in self.charges)
         return epsilon_for(rho, self.delta) if rho > 0 else 0.0
 
+    @classmethod
+    def from_dict(cls, data: dict) -> PrivacyAccountant:
+        """Inverse of :meth:`to_dict` (a retry restores the account of its persisted statistics)."""
+        charges = [StageCharge(**stage) for stage in data["stages"]]
+        return cls(data["epsilon_budget"], data["delta_budget"], charges)
+
     def to_dict(self) -> dict:
         """Serialisable account for the manifest."""
         out: dict = {

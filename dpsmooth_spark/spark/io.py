@@ -59,15 +59,25 @@ def read_table(spark: SparkSession, path: str, fmt: str, columns: list[str]) -> 
     return df.select(*[F.col(f"`{c}`").try_cast("double").alias(c) for c in columns])
 
 
-def check_output_path(path: str, mode: str) -> None:
-    """Fail before any work (and any budget) is spent if the release could not be written."""
+def check_output_path(path: str, mode: str, release_id: str) -> None:
+    """Fail before any work (and any budget) is spent if the release could not be written.
+
+    An existing folder written by the same ``release_id`` (a retried run) may always be replaced.
+    """
     target = Path(path)
-    if target.exists() and mode != "overwrite":
+    if target.exists() and mode != "overwrite" and _release_id_of(target) != release_id:
         raise OutputExistsError(f"output path exists: {path} (set output.mode: overwrite to replace it)")
     if not target.parent.exists():
         target.parent.mkdir(parents=True, exist_ok=True)
     if not os.access(target.parent, os.W_OK):
         raise PermissionError(f"cannot write to {target.parent}")
+
+
+def _release_id_of(folder: Path) -> str | None:
+    try:
+        return json.loads((folder / "manifest.json").read_text()).get("release_id")
+    except (OSError, ValueError):
+        return None
 
 
 def write_release(path: str, table: pa.Table, documents: dict[str, dict[str, Any]],
@@ -82,7 +92,8 @@ def write_release(path: str, table: pa.Table, documents: dict[str, dict[str, Any
         The SHA-256 of every written file (relative path -> hex), also stored in the manifest.
     """
     target = Path(path)
-    check_output_path(path, mode)
+    check_output_path(path, mode, manifest["release_id"])
+    _remove_stale_staging(target)
     staging = target.parent / f".{target.name}.staging-{uuid.uuid4().hex}"
     try:
         (staging / DATA_DIR).mkdir(parents=True)
@@ -99,6 +110,15 @@ def write_release(path: str, table: pa.Table, documents: dict[str, dict[str, Any
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
     return hashes
+
+
+def _remove_stale_staging(target: Path) -> None:
+    """Clean up after a job killed mid-write: restore a moved-aside release, drop staging folders."""
+    old = sorted(target.parent.glob(f".{target.name}.old-*"))
+    if old and not target.exists():
+        os.rename(old.pop(), target)
+    for leftover in [*old, *target.parent.glob(f".{target.name}.staging-*")]:
+        shutil.rmtree(leftover, ignore_errors=True)
 
 
 def _swap_into_place(staging: Path, target: Path) -> None:
