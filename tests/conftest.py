@@ -33,10 +33,10 @@ def wdbc_table():
 
 @pytest.fixture(scope="session")
 def spark():
-    """One local Spark session for the whole run (2 cores, UI off, WARN logs)."""
+    """One local Spark session for the whole run (2 cores, one task retry, UI off, WARN logs)."""
     from dpsmooth_spark.spark.session import get_session
 
-    session = get_session("local[2]", {"spark.sql.shuffle.partitions": "2",
+    session = get_session("local[2,2]", {"spark.sql.shuffle.partitions": "2",
                                        "spark.default.parallelism": "2"})
     yield session
     session.stop()

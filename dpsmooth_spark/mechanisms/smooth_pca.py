@@ -442,8 +442,8 @@ __all__ = [
     "SmoothPCAParams",
     "SmoothSynthesizer",
     "SynthesisResult",
-    "fit_from_sums",
     "fit_from_summary",
+    "fit_from_sums",
     "release_summary",
     "sample_scaled",
 ]

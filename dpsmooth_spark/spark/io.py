@@ -12,6 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from py4j.protocol import Py4JJavaError
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -44,8 +45,8 @@ def read_table(spark: SparkSession, path: str, fmt: str, columns: list[str]) -> 
             df = spark.read.option("header", "true").option("inferSchema", "false").csv(path)
         else:
             df = spark.read.parquet(path)
-    except AnalysisException as exc:
-        raise InputError(f"cannot read {fmt} input at {path}: {exc.getMessage().splitlines()[0]}") from None
+    except (AnalysisException, Py4JJavaError) as exc:
+        raise InputError(f"cannot read {fmt} input at {path}: {_first_line(exc)}") from None
     available = {f.name: f.dataType for f in df.schema.fields}
     missing = [c for c in columns if c not in available]
     if missing:
@@ -57,6 +58,12 @@ def read_table(spark: SparkSession, path: str, fmt: str, columns: list[str]) -> 
             raise InputError(f"columns must be numeric, found {wrong}")
         return df.select(*[F.col(f"`{c}`").cast("double").alias(c) for c in columns])
     return df.select(*[F.col(f"`{c}`").try_cast("double").alias(c) for c in columns])
+
+
+def _first_line(exc: Exception) -> str:
+    if isinstance(exc, Py4JJavaError):
+        return str(exc.java_exception.getMessage()).splitlines()[0]
+    return str(exc).splitlines()[0]
 
 
 def check_output_path(path: str, mode: str, release_id: str) -> None:

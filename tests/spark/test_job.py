@@ -158,3 +158,23 @@ def test_csv_input_with_text_in_a_numeric_column(spark, tmp_path):
     config["input"]["on_invalid"] = "drop"
     report = run_synthesize(parse_config(config), quiet=True)
     assert report.manifest["input"]["format"] == "csv"
+
+
+def test_mixed_numeric_types_one_row_and_infinities(spark, tmp_path):
+    from decimal import Decimal
+
+    table = pa.table({"a": pa.array([Decimal("0.25")], pa.decimal128(10, 4)), "b": pa.array([1], pa.int32())})
+    report = run_synthesize(parse_config(small_config(tmp_path, table)), quiet=True)  # one row
+    assert report.manifest["output"]["rows"] >= 1
+    other = tmp_path / "inf"
+    other.mkdir()
+    inf_table = pa.table({"a": [0.5, float("inf")], "b": [float("-inf"), 0.1]})
+    with pytest.raises(InvalidDataError, match="2 row"):
+        run_synthesize(parse_config(small_config(other, inf_table)), quiet=True)
+
+
+def test_unreadable_input_is_a_clear_error(spark, tmp_path):
+    (tmp_path / "input.parquet").write_bytes(b"this is not parquet")
+    with pytest.raises(InputError, match="cannot read"):
+        run_synthesize(parse_config(small_config(tmp_path, None)), quiet=True)
+    assert_nothing_written(tmp_path)

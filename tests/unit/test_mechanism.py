@@ -100,3 +100,18 @@ def test_wdbc_beats_the_papers_worst_case_relative_error(wdbc_table, wdbc_bounds
     mean_worst = np.mean(worst, axis=0)
     paper = np.array([PAPER_WDBC_EPS1["worst_rel"][s] for s in PAPER_SIGMAS])
     assert np.all(mean_worst <= paper), dict(zip(PAPER_SIGMAS, mean_worst))
+
+
+@pytest.mark.parametrize(("d", "rows", "constant"), [(1, 200, False), (100, 300, False), (3, 200, True)],
+                         ids=["d=1", "d=100", "constant-columns"])
+def test_unusual_shapes_release_valid_tables(rng, d, rows, constant):
+    names = [f"c{i}" for i in range(d)]
+    values = np.full((rows, d), 0.25) if constant else rng.uniform(0, 1, size=(rows, d))
+    bounds = {n: (0.0, 1.0) for n in names}
+    params = SmoothPCAParams(candidates=300)
+    synth = SmoothSynthesizer(1.0, bounds, params=params, random_state=4).fit(
+        {n: values[:, i] for i, n in enumerate(names)})
+    out = synth.sample(50)
+    for n in names:
+        assert out[n].shape == (50,) and np.all((out[n] >= 0) & (out[n] <= 1))
+    assert synth.accountant_.spent_epsilon() == pytest.approx(1.0)
