@@ -181,3 +181,16 @@ def test_no_raw_value_reaches_outputs_or_logs(spark, tmp_path, capfd):
             assert needle not in blob, path
     for needle in needles_text:
         assert needle not in logs.out + logs.err
+
+
+def test_cli_shows_the_ledger(spark, tmp_path):
+    import yaml
+
+    config = make_config(tmp_path, release_id="shown")
+    run_synthesize(parse_config(config), quiet=True)
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(config))
+    proc = subprocess.run([sys.executable, "-m", "dpsmooth_spark", "ledger", "--config", str(path)],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "shown" in proc.stdout and "complete" in proc.stdout
