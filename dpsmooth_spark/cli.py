@@ -1,10 +1,15 @@
-"""``python -m dpsmooth_spark synthesize|ledger --config FILE`` (synthesize = ``jobs/synthesize.py``)."""
+"""``python -m dpsmooth_spark synthesize|summarize|answer|ledger``.
+
+``synthesize`` and ``summarize`` are the same pipelines as ``jobs/synthesize.py`` and
+``jobs/summarize.py``; ``answer`` reads a released summary and touches no data.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
-from collections.abc import Sequence
+from typing import Sequence
 
 from dpsmooth_spark.config import ConfigError, load_config
 
@@ -12,33 +17,61 @@ from dpsmooth_spark.config import ConfigError, load_config
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dpsmooth_spark", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    synth = sub.add_parser("synthesize", help="release a DP synthetic copy of a table")
-    synth.add_argument("--config", required=True, help="release config (YAML)")
-    synth.add_argument("--release-id", help="idempotency key, e.g. the scheduler's run id")
-    synth.add_argument("--quiet", action="store_true", help="no progress lines")
+    for name, text in (("synthesize", "release a DP synthetic copy of a table"),
+                       ("summarize", "release the DP smooth-query summary of a table (Algorithm 1)")):
+        job = sub.add_parser(name, help=text)
+        job.add_argument("--config", required=True, help="release config (YAML)")
+        job.add_argument("--release-id", help="idempotency key, e.g. the scheduler's run id")
+        job.add_argument("--quiet", action="store_true", help="no progress lines")
+    ask = sub.add_parser("answer", help="answer a smooth query from a released summary (Algorithm 2)")
+    ask.add_argument("--summary", required=True, help="summary.json or its release folder")
+    ask.add_argument("--query", required=True,
+                     help="e.g. 'gaussian(center=[1, 2], sigma=0.5) + logistic(w=[1, -1], b=0)'")
+    ask.add_argument("--operator", choices=["chebyshev", "jackson"], default="chebyshev")
+    ask.add_argument("--units", choices=["original", "scaled"], default="original")
     ledger = sub.add_parser("ledger", help="show the budget ledger of a config's input table")
     ledger.add_argument("--config", required=True, help="release config (YAML)")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the process exit code (2 for bad config or input)."""
+    """Entry point; returns the process exit code (2 for bad config, input or query)."""
     args = _parser().parse_args(argv)
-    from dpsmooth_spark.pipeline.synthesize import InvalidDataError, run_synthesize
+    from dpsmooth_spark.pipeline.release import InvalidDataError
     from dpsmooth_spark.privacy.ledger import BudgetExceededError, BudgetLedger, LedgerConflictError
     from dpsmooth_spark.spark.io import InputError, OutputExistsError
 
     refusals = (ConfigError, InputError, InvalidDataError, OutputExistsError, BudgetExceededError,
-                LedgerConflictError)
+                LedgerConflictError, ValueError, OSError)
     try:
+        if args.command == "answer":
+            return _answer(args)
         overrides = {"release_id": args.release_id} if getattr(args, "release_id", None) else None
         config = load_config(args.config, overrides)
         if args.command == "ledger":
             print(BudgetLedger(config.ledger_path).format(config.table_id))
             return 0
-        report = run_synthesize(config, quiet=args.quiet)
+        if args.command == "summarize":
+            from dpsmooth_spark.pipeline.summarize import run_summarize
+
+            report = run_summarize(config, quiet=args.quiet)
+        else:
+            from dpsmooth_spark.pipeline.synthesize import run_synthesize
+
+            report = run_synthesize(config, quiet=args.quiet)
     except refusals as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(report.output_path)
+    return 0
+
+
+def _answer(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from dpsmooth_spark.mechanisms.smooth_summary import SmoothSummary, answer, parse_query
+
+    summary = SmoothSummary.load(args.summary)
+    query = parse_query(args.query, summary.bounds.d)
+    print(json.dumps(asdict(answer(summary, query, args.operator, args.units)), indent=1))
     return 0

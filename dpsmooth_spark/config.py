@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from dpsmooth_spark.core.basis import PublicBounds
 from dpsmooth_spark.mechanisms.smooth_pca import SmoothPCAParams
+from dpsmooth_spark.mechanisms.smooth_summary import SummaryParams
 
 
 class ConfigError(ValueError):
@@ -114,13 +115,14 @@ class SparkConfig(_Strict):
 
 
 class ReleaseConfig(_Strict):
-    """A complete synthetic-data release."""
+    """A complete release: ``mechanism`` configures the synthesize job, ``summary`` the summarize job."""
 
     input: InputConfig
     columns: list[ColumnConfig] = Field(min_length=1)
     privacy: PrivacyConfig
     output: OutputConfig
     mechanism: SmoothPCAParams = Field(default_factory=SmoothPCAParams)
+    summary: SummaryParams = Field(default_factory=SummaryParams)
     spark: SparkConfig = Field(default_factory=SparkConfig)
     ledger: LedgerConfig = Field(default_factory=LedgerConfig)
     seed: int | None = None

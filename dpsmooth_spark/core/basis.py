@@ -21,6 +21,11 @@ import numpy as np
 FRACTION_BITS = 16
 """Fixed-point resolution of a Chebyshev value: products are integers below 2**32."""
 SCALE = float(1 << FRACTION_BITS)
+TENSOR_BITS = 30
+"""Fixed-point resolution of one row's tensor-basis product (|value| <= 1, so <= 2**30)."""
+TENSOR_SCALE = float(1 << TENSOR_BITS)
+TENSOR_CHUNK_VALUES = 1 << 22
+"""Rows x functions per tensor chunk: bounds the kernel's memory (32 MiB of float64)."""
 GEMM_CHUNK_ROWS = 1 << 20
 """float64 represents integers exactly up to 2**53; 2**20 rows of products <= 2**32 stay below."""
 
@@ -161,6 +166,9 @@ class ExactSums:
         rows_seen: rows read, including invalid ones.
         rows_invalid: rows with a null, NaN or infinite value.
         rows_clamped: kept rows with at least one value outside the public bounds.
+        tensor_degree: ``t`` of the full tensor basis ``{0..t-1}^d`` (0: not computed).
+        tensor: ``(t**d,)`` object array, ``sum_x round(2**TENSOR_BITS prod_i T_{r_i}(x_i))`` in
+            C order of the multi-index ``r``.
     """
 
     degree: int
@@ -169,12 +177,16 @@ class ExactSums:
     rows_seen: int = 0
     rows_invalid: int = 0
     rows_clamped: int = 0
+    tensor_degree: int = 0
+    tensor: np.ndarray | None = None
 
     @classmethod
-    def zero(cls, d: int, degree: int) -> ExactSums:
+    def zero(cls, d: int, degree: int, tensor_degree: int = 0) -> ExactSums:
         """The neutral element of :meth:`merge`."""
         size = 1 + d * degree
-        return cls(degree, d, np.zeros((size, size), dtype=object))
+        tensor = np.zeros(tensor_degree**d, dtype=object) if tensor_degree else None
+        return cls(degree, d, np.zeros((size, size), dtype=object), tensor_degree=tensor_degree,
+                   tensor=tensor)
 
     @property
     def count(self) -> int:
@@ -183,7 +195,7 @@ class ExactSums:
 
     def merge(self, other: ExactSums) -> ExactSums:
         """Sum of two partial results (associative and exact)."""
-        if (self.d, self.degree) != (other.d, other.degree):
+        if (self.d, self.degree, self.tensor_degree) != (other.d, other.degree, other.tensor_degree):
             raise ValueError("cannot merge sums of different shapes")
         return ExactSums(
             self.degree,
@@ -192,7 +204,16 @@ class ExactSums:
             self.rows_seen + other.rows_seen,
             self.rows_invalid + other.rows_invalid,
             self.rows_clamped + other.rows_clamped,
+            self.tensor_degree,
+            None if self.tensor is None or other.tensor is None else self.tensor + other.tensor,
         )
+
+    def tensor_sums(self) -> np.ndarray:
+        """Exact ``sum_x prod_i T_{r_i}(x_i)`` for every ``r`` in ``{0..t-1}^d``: shape ``(t,)*d``."""
+        if self.tensor is None:
+            raise ValueError("the data pass did not compute the tensor basis")
+        real = np.array(self.tensor, dtype=np.float64) / TENSOR_SCALE
+        return real.reshape((self.tensor_degree,) * self.d)
 
     def real_gram(self) -> np.ndarray:
         """The Gram matrix in real units (float64): entry (a, b) is ``sum z_a z_b``."""
@@ -273,11 +294,43 @@ def unscale_from_unit(values: np.ndarray, lower: np.ndarray, upper: np.ndarray) 
     return lower + (np.asarray(values) + 1.0) * 0.5 * (upper - lower)
 
 
+@dataclass(frozen=True)
+class PassSpec:
+    """What one data pass computes.
+
+    Attributes:
+        degree: Chebyshev degree ``g`` of the Gram design columns (count, moments, pair terms).
+        tensor_degree: ``t`` of the full tensor basis ``{0..t-1}^d``; 0 skips it.
+        grid_points: snap every scaled value to the nearest of ``N`` grid points
+            ``(2k + 1 - N) / N`` first (Algorithm 3 steps 3-6); ``None`` keeps values as they are.
+    """
+
+    degree: int = 1
+    tensor_degree: int = 0
+    grid_points: int | None = None
+
+
+def snap_to_grid(x: np.ndarray, points: int) -> np.ndarray:
+    """Nearest point of ``{(2k + 1 - N) / N : k = 0..N-1}`` (the paper's set A) to each value."""
+    k = np.clip(np.floor((x + 1.0) * points / 2.0), 0, points - 1)
+    return (2.0 * k + 1.0 - points) / points
+
+
+def tensor_products(x: np.ndarray, t: int) -> np.ndarray:
+    """``prod_i T_{r_i}(x_i)`` for every ``r`` in ``{0..t-1}^d`` (C order): shape ``(n, t**d)``."""
+    n, d = x.shape
+    table = chebyshev_table(x, t - 1)
+    out = table[:, 0, :]
+    for i in range(1, d):
+        out = (out[:, :, None] * table[:, i, None, :]).reshape(n, -1)
+    return out
+
+
 def partial_sums(
     batches: Iterable[np.ndarray],
     lower: np.ndarray,
     upper: np.ndarray,
-    degree: int,
+    degree: int | PassSpec,
 ) -> ExactSums:
     """The data-pass kernel: validate, clamp, scale and sum one partition's rows exactly.
 
@@ -287,13 +340,16 @@ def partial_sums(
     Args:
         batches: float64 arrays ``(rows, d)`` in original units.
         lower, upper: public bounds per column.
-        degree: Chebyshev degree ``g`` of the design columns.
+        degree: the Gram degree ``g``, or a :class:`PassSpec` for the tensor basis and the grid.
     """
+    spec = degree if isinstance(degree, PassSpec) else PassSpec(degree)
     lower = np.asarray(lower, dtype=np.float64)
     upper = np.asarray(upper, dtype=np.float64)
     d = lower.shape[0]
-    size = 1 + d * degree
+    size = 1 + d * spec.degree
     total = np.zeros((size, size), dtype=np.int64)
+    t = spec.tensor_degree
+    tensor = np.zeros(t**d, dtype=np.int64) if t else None
     seen = invalid = clamped = 0
     for batch in batches:
         batch = np.asarray(batch, dtype=np.float64).reshape(-1, d)
@@ -305,8 +361,15 @@ def partial_sums(
         outside = ((batch < lower) | (batch > upper)).any(axis=1)
         clamped += int(outside.sum())
         x = np.clip(scale_to_unit(batch, lower, upper), -1.0, 1.0)
+        if spec.grid_points is not None:
+            x = snap_to_grid(x, spec.grid_points)
         for start in range(0, x.shape[0], GEMM_CHUNK_ROWS):
-            z = design_columns(x[start : start + GEMM_CHUNK_ROWS], degree)
+            z = design_columns(x[start : start + GEMM_CHUNK_ROWS], spec.degree)
             total += (z.T @ z).astype(np.int64)
-    gram = total.astype(object)
-    return ExactSums(degree, d, gram, seen, invalid, clamped)
+        if tensor is not None:
+            rows = max(1, TENSOR_CHUNK_VALUES // t**d)
+            for start in range(0, x.shape[0], rows):
+                products = tensor_products(x[start : start + rows], t)
+                tensor += np.rint(products * TENSOR_SCALE).astype(np.int64).sum(axis=0)
+    return ExactSums(spec.degree, d, total.astype(object), seen, invalid, clamped, t,
+                     None if tensor is None else tensor.astype(object))

@@ -23,7 +23,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from dpsmooth_spark.core.basis import BasisSet, ExactSums, PublicBounds, partial_sums
+from dpsmooth_spark.core.basis import BasisSet, ExactSums, PassSpec, PublicBounds, partial_sums
 from dpsmooth_spark.core.candidates import ellipsoid_candidates, gaussian_candidates, nearest_psd
 from dpsmooth_spark.core.lp import solve_l1_fit
 from dpsmooth_spark.core.sampling import sample_records
@@ -83,6 +83,10 @@ class SmoothPCAParams(BaseModel):
         if self.degree is not None:
             return self.degree
         return max(spec[1] for spec in AUTO_BASES) if self.basis == "auto" else 2
+
+    def pass_spec(self) -> PassSpec:
+        """What the data pass computes for this mechanism (the Gram matrix only)."""
+        return PassSpec(self.data_pass_degree())
 
 
 AUTO_BASES: tuple[tuple[str, int], ...] = (

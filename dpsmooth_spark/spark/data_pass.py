@@ -13,12 +13,12 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
-from dpsmooth_spark.core.basis import ExactSums, PublicBounds, partial_sums
+from dpsmooth_spark.core.basis import ExactSums, PassSpec, PublicBounds, partial_sums
 
-RESULT_SCHEMA = "gram binary, rows_seen long, rows_invalid long, rows_clamped long"
+RESULT_SCHEMA = "gram binary, tensor binary, rows_seen long, rows_invalid long, rows_clamped long"
 
 
-def _kernel(columns: list[str], lower: np.ndarray, upper: np.ndarray, degree: int):
+def _kernel(columns: list[str], lower: np.ndarray, upper: np.ndarray, spec: PassSpec):
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         def arrays() -> Iterator[np.ndarray]:
             for batch in batches:
@@ -29,10 +29,12 @@ def _kernel(columns: list[str], lower: np.ndarray, upper: np.ndarray, degree: in
                     for name in columns
                 ])
 
-        sums = partial_sums(arrays(), lower, upper, degree)
+        sums = partial_sums(arrays(), lower, upper, spec)
         gram = np.array(sums.gram, dtype=np.int64)
+        tensor = b"" if sums.tensor is None else np.array(sums.tensor, dtype=np.int64).tobytes()
         yield pa.RecordBatch.from_pydict({
             "gram": [gram.tobytes()],
+            "tensor": [tensor],
             "rows_seen": [sums.rows_seen],
             "rows_invalid": [sums.rows_invalid],
             "rows_clamped": [sums.rows_clamped],
@@ -41,16 +43,19 @@ def _kernel(columns: list[str], lower: np.ndarray, upper: np.ndarray, degree: in
     return run
 
 
-def exact_sums(df: DataFrame, bounds: PublicBounds, degree: int) -> ExactSums:
+def exact_sums(df: DataFrame, bounds: PublicBounds, spec: int | PassSpec) -> ExactSums:
     """Exact sufficient statistics of the bounded columns of ``df`` (doubles) in one Spark job."""
+    spec = spec if isinstance(spec, PassSpec) else PassSpec(spec)
     d = bounds.d
-    size = 1 + d * degree
+    size = 1 + d * spec.degree
     columns = list(bounds.columns)
-    kernel = _kernel(columns, bounds.lower, bounds.upper, degree)
+    kernel = _kernel(columns, bounds.lower, bounds.upper, spec)
     rows = df.select(*columns).mapInArrow(kernel, RESULT_SCHEMA).collect()
-    total = ExactSums.zero(d, degree)
+    total = ExactSums.zero(d, spec.degree, spec.tensor_degree)
     for row in rows:
         gram = np.frombuffer(row["gram"], dtype=np.int64).reshape(size, size).astype(object)
-        total = total.merge(ExactSums(degree, d, gram, row["rows_seen"], row["rows_invalid"],
-                                      row["rows_clamped"]))
+        tensor = (np.frombuffer(row["tensor"], dtype=np.int64).astype(object)
+                  if spec.tensor_degree else None)
+        total = total.merge(ExactSums(spec.degree, d, gram, row["rows_seen"], row["rows_invalid"],
+                                      row["rows_clamped"], spec.tensor_degree, tensor))
     return total

@@ -87,9 +87,9 @@ def _release_id_of(folder: Path) -> str | None:
         return None
 
 
-def write_release(path: str, table: pa.Table, documents: dict[str, dict[str, Any]],
+def write_release(path: str, table: pa.Table | None, documents: dict[str, dict[str, Any]],
                   manifest: dict[str, Any], mode: str) -> dict[str, str]:
-    """Write ``data/`` (Parquet), the JSON ``documents`` and ``manifest.json`` as one unit.
+    """Write ``data/`` (Parquet, if ``table``), the JSON ``documents`` and ``manifest.json`` as one unit.
 
     Everything goes to a hidden staging folder beside ``path``, which is renamed into place only
     when complete; with ``overwrite`` the old folder is moved aside first and deleted after.
@@ -103,9 +103,11 @@ def write_release(path: str, table: pa.Table, documents: dict[str, dict[str, Any
     _remove_stale_staging(target)
     staging = target.parent / f".{target.name}.staging-{uuid.uuid4().hex}"
     try:
-        (staging / DATA_DIR).mkdir(parents=True)
-        for i, start in enumerate(range(0, max(table.num_rows, 1), ROWS_PER_FILE)):
-            pq.write_table(table.slice(start, ROWS_PER_FILE), staging / DATA_DIR / f"part-{i:05d}.parquet")
+        staging.mkdir(parents=True)
+        if table is not None:
+            (staging / DATA_DIR).mkdir()
+            for i, start in enumerate(range(0, max(table.num_rows, 1), ROWS_PER_FILE)):
+                pq.write_table(table.slice(start, ROWS_PER_FILE), staging / DATA_DIR / f"part-{i:05d}.parquet")
         for name, doc in documents.items():
             (staging / name).write_text(json.dumps(doc, indent=1))
         hashes = {str(p.relative_to(staging)): _sha256(p) for p in sorted(staging.rglob("*")) if p.is_file()}

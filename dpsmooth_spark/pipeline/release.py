@@ -1,0 +1,200 @@
+"""What every release job shares: ledger and retry handling, the data pass, the manifest, the write.
+
+A job (synthesize, summarize, ...) calls :meth:`ReleaseRun.start`, then either gets the exact sums
+(:meth:`ReleaseRun.exact_sums`) and persists its DP statistics (:meth:`ReleaseRun.persist`) or,
+on a retry, reloads them (:attr:`ReleaseRun.previous`); it finishes with :meth:`ReleaseRun.write`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib.metadata import version
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from dpsmooth_spark import __version__
+from dpsmooth_spark.config import ReleaseConfig
+from dpsmooth_spark.core.basis import ExactSums, PassSpec, PublicBounds
+from dpsmooth_spark.pipeline.progress import StageLog
+from dpsmooth_spark.privacy.accountant import PrivacyAccountant
+from dpsmooth_spark.privacy.ledger import BudgetLedger, LedgerConflictError, LedgerEntry
+from dpsmooth_spark.privacy.noise import NoiseSource
+from dpsmooth_spark.spark import data_pass, io, session
+
+NEIGHBOURING_RELATION = (
+    "add/remove one record (unbounded DP): neighbouring tables differ by the presence of one row; "
+    "the row count is not public and is released with noise"
+)
+VERSIONED_PACKAGES = ("pyspark", "numpy", "scipy", "pyarrow", "ortools", "opendp")
+
+
+class InvalidDataError(ValueError):
+    """The data violates the configured rules (invalid rows, bounds); nothing was released."""
+
+
+@dataclass(frozen=True)
+class ReleaseReport:
+    """What a finished release wrote.
+
+    Attributes:
+        output_path: the release folder.
+        manifest: the manifest as written.
+    """
+
+    output_path: str
+    manifest: dict[str, Any]
+
+
+@dataclass
+class ReleaseRun:
+    """State of one release job.
+
+    Attributes:
+        config: the validated config.
+        mechanism: the mechanism's name (ledger key part).
+        log: stage log.
+        release_id: idempotency key.
+        bounds: public bounds.
+        ledger: the budget ledger.
+        previous: the ledger entry of this release id when this run is a retry.
+        rng: public randomness (seeded only in test mode).
+        noise: the privacy noise source.
+    """
+
+    config: ReleaseConfig
+    mechanism: str
+    log: StageLog
+    release_id: str
+    bounds: PublicBounds
+    ledger: BudgetLedger
+    previous: LedgerEntry | None
+    rng: np.random.Generator
+    noise: NoiseSource
+
+    @classmethod
+    def start(cls, config: ReleaseConfig, mechanism: str, quiet: bool = False) -> ReleaseRun:
+        """Open the ledger, recognise a retry, and check the output path before any work."""
+        release_id = config.release_id or uuid.uuid4().hex
+        ledger = BudgetLedger(config.ledger_path)
+        previous = ledger.find(release_id)
+        _check_retry(config, mechanism, previous)
+        io.check_output_path(config.output.path, config.output.mode, release_id)
+        rng = np.random.default_rng(config.seed)
+        noise = NoiseSource(rng if config.seed is not None else None)
+        run = cls(config, mechanism, StageLog(quiet=quiet), release_id, config.public_bounds(),
+                  ledger, previous, rng, noise)
+        if previous is not None:
+            run.log.note(f"release id {release_id} is in the ledger: reusing its DP statistics, "
+                         "no new budget")
+        return run
+
+    def new_accountant(self) -> PrivacyAccountant:
+        """A fresh accountant for this release's budget."""
+        return PrivacyAccountant(self.config.privacy.epsilon, self.config.privacy.delta)
+
+    def reused_accountant(self) -> PrivacyAccountant:
+        """The account of the persisted statistics (retries only)."""
+        assert self.previous is not None
+        return PrivacyAccountant.from_dict(self.previous.accounting)
+
+    def exact_sums(self, spec: PassSpec) -> ExactSums:
+        """Check the lifetime budget, run the Spark data pass and the operator-facing row checks."""
+        config = self.config
+        self.ledger.check_budget(config.table_id, config.privacy.epsilon, config.privacy.delta,
+                                 config.lifetime_budget)
+        with self.log.stage("spark session"):
+            spark = session.get_session(config.spark.master, config.spark.conf)
+        with self.log.stage("data pass"):
+            df = io.read_table(spark, config.input.path, config.input.format, list(self.bounds.columns))
+            sums = data_pass.exact_sums(df, self.bounds, spec)
+        _check_rows(config, sums.rows_seen, sums.rows_invalid, sums.rows_clamped, sums.count)
+        return sums
+
+    def persist(self, accountant: PrivacyAccountant, statistics: dict[str, Any]) -> None:
+        """Record the DP statistics in the ledger before anything downstream reads them."""
+        config = self.config
+        self.ledger.record_statistics(self.release_id, config.table_id, self.mechanism,
+                                      config.privacy.epsilon, config.privacy.delta,
+                                      accountant.to_dict(), statistics, config.lifetime_budget)
+
+    def manifest(self, accountant: PrivacyAccountant, mechanism: dict[str, Any],
+                 output: dict[str, Any], driver_timings: dict[str, float]) -> dict[str, Any]:
+        """The manifest: mechanism, privacy (relation, budget per stage), ledger, versions."""
+        config = self.config
+        spent_eps, spent_delta = self.ledger.spent(config.table_id)
+        config_dump = config.model_dump(mode="json")
+        return {
+            "release_id": self.release_id,
+            "created_utc": datetime.now(UTC).isoformat(timespec="seconds"),
+            "mechanism": {"name": self.mechanism, **mechanism},
+            "privacy": {
+                "neighbouring_relation": NEIGHBOURING_RELATION,
+                "epsilon": config.privacy.epsilon,
+                "delta": config.privacy.delta,
+                "accounting": accountant.to_dict(),
+                "noise_sampler": self.noise.description,
+                "seed": config.seed,
+                "test_mode": config.test_mode,
+                "bounds_source": "config (public); values outside are clamped",
+                "invalid_rows": config.input.on_invalid,
+                "statistics_reused_from_ledger": self.previous is not None,
+            },
+            "ledger": {"path": config.ledger_path, "table_id": config.table_id,
+                       "table_epsilon_spent": spent_eps, "table_delta_spent": spent_delta,
+                       "lifetime_budget": config.lifetime_budget},
+            "input": {"path": config.input.path, "format": config.input.format,
+                      "columns": config.column_names},
+            "output": {"path": config.output.path, **output},
+            "config_sha256": hashlib.sha256(json.dumps(config_dump, sort_keys=True).encode()).hexdigest(),
+            "stage_seconds": {**self.log.timings, **{f"driver.{k}": v for k, v in driver_timings.items()}},
+            "versions": {"dpsmooth_spark": __version__, "python": platform.python_version(),
+                         **{pkg: version(pkg) for pkg in VERSIONED_PACKAGES}},
+        }
+
+    def write(self, table: pa.Table | None, documents: dict[str, dict[str, Any]],
+              manifest: dict[str, Any]) -> ReleaseReport:
+        """Write the release folder atomically and mark the release complete in the ledger."""
+        with self.log.stage("write"):
+            hashes = io.write_release(self.config.output.path, table, documents, manifest,
+                                      self.config.output.mode)
+            self.ledger.mark_complete(self.release_id, self.config.output.path, hashes)
+        self.log.note(f"release {self.release_id} written to {self.config.output.path}")
+        return ReleaseReport(self.config.output.path, {**manifest, "content_sha256": hashes})
+
+
+def _check_retry(config: ReleaseConfig, mechanism: str, previous: LedgerEntry | None) -> None:
+    """A reused release id must describe the same release of the same table."""
+    if previous is None:
+        return
+    same = (previous.table_id == config.table_id and previous.mechanism == mechanism
+            and previous.epsilon == config.privacy.epsilon and previous.delta == config.privacy.delta
+            and previous.statistics.get("columns") == config.column_names)
+    if not same:
+        raise LedgerConflictError(
+            f"release id {previous.release_id!r} was used for a different release (table "
+            f"{previous.table_id!r}, mechanism {previous.mechanism}, epsilon {previous.epsilon}, "
+            f"delta {previous.delta}); use a new release id")
+
+
+def _check_rows(config: ReleaseConfig, seen: int, invalid: int, clamped: int, kept: int) -> None:
+    """Operator-facing checks on exact counts; a failure releases nothing (docs/privacy.md §2)."""
+    if seen == 0:
+        raise InvalidDataError("the input table has no rows; nothing was released")
+    if invalid and config.input.on_invalid == "error":
+        raise InvalidDataError(
+            f"{invalid} row(s) have a null, NaN, infinite or non-numeric value in a selected column; "
+            "fix the data or set input.on_invalid: drop. Nothing was released.")
+    if kept == 0:
+        raise InvalidDataError("no valid rows remain after dropping invalid ones; nothing was released")
+    if clamped > config.input.max_clamped_fraction * kept:
+        raise InvalidDataError(
+            f"{clamped} of {kept} rows lie outside the public bounds (more than "
+            f"input.max_clamped_fraction = {config.input.max_clamped_fraction}); the bounds are probably "
+            "wrong. Nothing was released.")
