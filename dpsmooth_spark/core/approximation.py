@@ -15,7 +15,7 @@ of degree < t map them to the coefficients ``c_r`` of Algorithm 2:
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 from scipy.fft import dctn
@@ -45,9 +45,7 @@ def chebyshev_coefficients(f: QueryFunction, d: int, t: int, oversample: int = 4
     coef = dctn(values, type=2) / m**d
     coef = coef[(slice(0, t),) * d]
     for axis in range(d):
-        index = [slice(None)] * d
-        index[axis] = 0
-        coef[tuple(index)] *= 0.5
+        np.moveaxis(coef, axis, 0)[0] *= 0.5  # the DCT counts the constant mode twice
     return coef
 
 
@@ -78,7 +76,7 @@ def jackson_normaliser(width: int, power: int) -> float:
 def jackson_normaliser_closed_form(width: int, power: int) -> float:
     """Lemma 15 (Vyazovskaya and Pupashenko 2006), a test oracle for :func:`jackson_normaliser`."""
     total = 0
-    for k in range(0, int(math.floor(power - power / width)) + 1):
+    for k in range(math.floor(power - power / width) + 1):
         total += (-1) ** k * math.comb(2 * power, k) * math.comb(
             power * (width + 1) - width * k - 1, power * (width - 1) - width * k)
     return 2.0 * math.pi * total
