@@ -28,6 +28,7 @@ from dpsmooth_spark.core.candidates import ellipsoid_candidates, gaussian_candid
 from dpsmooth_spark.core.lp import solve_l1_fit
 from dpsmooth_spark.core.sampling import sample_records
 from dpsmooth_spark.core.subspace import SubspaceEstimate, private_subspace_iteration
+from dpsmooth_spark.mechanisms.stages import add_noise, release_basis_sums, release_count
 from dpsmooth_spark.privacy import sensitivity
 from dpsmooth_spark.privacy.accountant import PrivacyAccountant
 from dpsmooth_spark.privacy.noise import NoiseSource
@@ -232,11 +233,7 @@ def release_summary(
 ) -> NoisySummary:
     """Spend the whole budget of ``accountant`` on the DP statistics of the mechanism."""
     d = sums.d
-    use_noise = noise.laplace if accountant.pure else noise.gaussian
-    count_budget = accountant.share(params.count_fraction)
-    count_scale = accountant.noise_scale(sensitivity.count_sensitivity(), count_budget)
-    noisy_count = float(use_noise(np.array([float(sums.count)]), count_scale)[0])
-    accountant.charge("count", sensitivity.count_sensitivity(), count_scale)
+    noisy_count = release_count(sums.count, params.count_fraction, accountant, noise)
 
     rest = 1.0 - params.count_fraction
     psi_share = 0.0
@@ -251,22 +248,19 @@ def release_summary(
         basis_budget = accountant.share(rest - psi_share)
         basis = choose_basis(params, d, noisy_count, accountant, basis_budget)
 
-    if accountant.pure:
-        basis_sens = sensitivity.basis_sums_l1(basis.size)
-    else:
-        basis_sens = sensitivity.basis_sums_l2(basis.size)
-    basis_scale = accountant.noise_scale(basis_sens, basis_budget)
-    noisy_sums = use_noise(sums.basis_sums(basis), basis_scale)
-    accountant.charge("basis_sums", basis_sens, basis_scale)
+    noisy_sums, _ = release_basis_sums(sums.basis_sums(basis), basis_budget, accountant, noise)
     summary = NoisySummary(bounds, basis, noisy_count, noisy_sums)
 
     if strategy == "psi":
-        summary.pca = _run_psi(sums, summary, params, accountant, use_noise, rng,
+        summary.pca = _run_psi(sums, summary, params, accountant, noise, rng,
                                accountant.share(psi_share))
     return summary
 
 
-def _run_psi(sums, summary, params, accountant, use_noise, rng, budget) -> SubspaceEstimate:
+def _run_psi(sums: ExactSums, summary: NoisySummary, params: SmoothPCAParams,
+             accountant: PrivacyAccountant, noise: NoiseSource, rng: np.random.Generator,
+             budget: float) -> SubspaceEstimate:
+    """Algorithm 4 on the second moment, centred with the private mean (privacy.md section 4)."""
     d = sums.d
     k = min(params.pca_dim or 2, d)
     iterations = params.pca_iterations
@@ -281,7 +275,7 @@ def _run_psi(sums, summary, params, accountant, use_noise, rng, budget) -> Subsp
     estimate = private_subspace_iteration(
         data_product=lambda x: second @ x,
         public_product=lambda x: offset @ x,
-        perturb=lambda m: use_noise(m, scale),
+        perturb=lambda m: add_noise(m, scale, accountant, noise),
         d=d, k=k, iterations=iterations, rng=rng,
     )
     accountant.charge("psi", sens, scale, invocations=iterations)

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from dpsmooth_spark.core.approximation import QueryFunction, query_coefficients
 from dpsmooth_spark.core.basis import ExactSums, PublicBounds
+from dpsmooth_spark.mechanisms.stages import noise_std, release_basis_sums, release_count
 from dpsmooth_spark.privacy import sensitivity
 from dpsmooth_spark.privacy.accountant import PrivacyAccountant
 from dpsmooth_spark.privacy.noise import NoiseSource
@@ -165,11 +166,7 @@ def release_tensor_summary(sums: ExactSums, bounds: PublicBounds, params: Summar
                            accountant: PrivacyAccountant, noise: NoiseSource) -> SmoothSummary:
     """Algorithm 1 under add/remove-one DP: noisy count, then noisy tensor-basis sums."""
     d = bounds.d
-    add_noise = noise.laplace if accountant.pure else noise.gaussian
-    count_scale = accountant.noise_scale(sensitivity.count_sensitivity(), accountant.share(params.count_fraction))
-    noisy_count = float(add_noise(np.array([float(sums.count)]), count_scale)[0])
-    accountant.charge("count", sensitivity.count_sensitivity(), count_scale)
-
+    noisy_count = release_count(sums.count, params.count_fraction, accountant, noise)
     budget = accountant.share(1.0 - params.count_fraction)
     if params.degree is not None:
         t = params.degree
@@ -178,14 +175,10 @@ def release_tensor_summary(sums: ExactSums, bounds: PublicBounds, params: Summar
     else:
         t = paper_degree(noisy_count, d, params.smoothness, accountant.delta)
     t = min(t, sums.tensor_degree)
-    size = t**d - 1
     exact = sums.tensor_sums()[(slice(0, t),) * d].ravel()[1:]
-    sens = sensitivity.basis_sums_l1(size) if accountant.pure else sensitivity.basis_sums_l2(size)
-    scale = accountant.noise_scale(sens, budget)
-    noisy = add_noise(exact, scale)
-    accountant.charge("tensor_basis_sums", sens, scale)
+    noisy, scale = release_basis_sums(exact, budget, accountant, noise, "tensor_basis_sums")
     answers = np.concatenate([[1.0], noisy / max(noisy_count, 1.0)]).reshape((t,) * d)
-    std = (math.sqrt(2.0) if accountant.pure else 1.0) * scale / max(noisy_count, 1.0)
+    std = noise_std(scale, accountant) / max(noisy_count, 1.0)
     return SmoothSummary(bounds, t, params.smoothness, noisy_count, answers, std,
                          accountant.mechanism, accountant.to_dict())
 

@@ -75,7 +75,7 @@ def test_dct_coefficients_agree_with_sparse_grid(d):
 
 
 def test_chebyshev_operator_reproduces_low_degree_polynomials():
-    f = lambda x: 3 * x[:, 0] ** 3 * x[:, 1] - x[:, 1] ** 2 + 0.5  # noqa: E731
+    f = lambda x: 3 * x[:, 0] ** 3 * x[:, 1] - x[:, 1] ** 2 + 0.5
     coef = query_coefficients(f, 2, 4)
     assert sup_error(coef, f, 2) < 1e-12
 
@@ -93,7 +93,7 @@ def test_jackson_multipliers_match_equation_2_by_quadrature():
     with np.errstate(invalid="ignore", divide="ignore"):
         ratio = np.where(np.abs(np.sin(s / 2)) < 1e-12, width, np.sin(width * s / 2) / np.sin(s / 2))
     kernel = ratio ** (2 * power) / jackson_normaliser(width, power)
-    f = lambda x: 1 / (1 + np.exp(-3 * x[:, 0] + 0.5))  # noqa: E731
+    f = lambda x: 1 / (1 + np.exp(-3 * x[:, 0] + 0.5))
     coef = query_coefficients(f, 1, t, "jackson", smoothness, oversample=16)
     for x0 in (0.3, 1.7, 2.9):
         direct = -sum((-1) ** k * math.comb(smoothness + 1, k)

@@ -1,0 +1,44 @@
+"""Noisy release steps that every mechanism shares: the count and a vector of basis sums.
+
+Each step computes its sensitivity, asks the accountant for the noise scale of its budget, adds
+the noise (Laplace in pure mode, Gaussian in the (epsilon, delta) mode) and records the charge.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dpsmooth_spark.privacy import sensitivity
+from dpsmooth_spark.privacy.accountant import PrivacyAccountant
+from dpsmooth_spark.privacy.noise import NoiseSource
+
+
+def add_noise(values: np.ndarray, scale: float, accountant: PrivacyAccountant,
+              noise: NoiseSource) -> np.ndarray:
+    """The accountant's noise family at ``scale``."""
+    return noise.laplace(values, scale) if accountant.pure else noise.gaussian(values, scale)
+
+
+def release_count(count: int, fraction: float, accountant: PrivacyAccountant, noise: NoiseSource) -> float:
+    """The count plus noise for ``fraction`` of the budget (sensitivity 1)."""
+    sens = sensitivity.count_sensitivity()
+    scale = accountant.noise_scale(sens, accountant.share(fraction))
+    noisy = float(add_noise(np.array([float(count)]), scale, accountant, noise)[0])
+    accountant.charge("count", sens, scale)
+    return noisy
+
+
+def release_basis_sums(sums: np.ndarray, budget: float, accountant: PrivacyAccountant,
+                       noise: NoiseSource, stage: str = "basis_sums") -> tuple[np.ndarray, float]:
+    """R basis sums plus noise for ``budget`` (L1 sensitivity R, L2 sqrt(R)); returns (noisy, scale)."""
+    size = int(np.size(sums))
+    sens = sensitivity.basis_sums_l1(size) if accountant.pure else sensitivity.basis_sums_l2(size)
+    scale = accountant.noise_scale(sens, budget)
+    noisy = add_noise(np.asarray(sums, dtype=np.float64), scale, accountant, noise)
+    accountant.charge(stage, sens, scale)
+    return noisy, scale
+
+
+def noise_std(scale: float, accountant: PrivacyAccountant) -> float:
+    """Standard deviation of one noise draw of ``scale`` (Laplace: sqrt(2) b)."""
+    return (np.sqrt(2.0) if accountant.pure else 1.0) * scale
