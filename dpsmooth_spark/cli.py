@@ -1,6 +1,6 @@
-"""``python -m dpsmooth_spark synthesize|summarize|answer|ledger``.
+"""``python -m dpsmooth_spark synthesize|synthesize-grid|summarize|answer|ledger``.
 
-``synthesize`` and ``summarize`` are the same pipelines as ``jobs/synthesize.py`` and
+The jobs are the same pipelines as ``jobs/synthesize.py``, ``jobs/synthesize_grid.py`` and
 ``jobs/summarize.py``; ``answer`` reads a released summary and touches no data.
 """
 
@@ -18,6 +18,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dpsmooth_spark", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     for name, text in (("synthesize", "release a DP synthetic copy of a table"),
+                       ("synthesize-grid", "release a DP synthetic copy by the exact grid LP (Algorithm 3)"),
                        ("summarize", "release the DP smooth-query summary of a table (Algorithm 1)")):
         job = sub.add_parser(name, help=text)
         job.add_argument("--config", required=True, help="release config (YAML)")
@@ -55,6 +56,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from dpsmooth_spark.pipeline.summarize import run_summarize
 
             report = run_summarize(config, quiet=args.quiet)
+        elif args.command == "synthesize-grid":
+            from dpsmooth_spark.pipeline.synthesize_grid import run_synthesize_grid
+
+            report = run_synthesize_grid(config, quiet=args.quiet)
         else:
             from dpsmooth_spark.pipeline.synthesize import run_synthesize
 

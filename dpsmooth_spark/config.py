@@ -14,6 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from dpsmooth_spark.core.basis import PublicBounds
+from dpsmooth_spark.mechanisms.smooth_grid import GridParams
 from dpsmooth_spark.mechanisms.smooth_pca import SmoothPCAParams
 from dpsmooth_spark.mechanisms.smooth_summary import SummaryParams
 
@@ -115,7 +116,8 @@ class SparkConfig(_Strict):
 
 
 class ReleaseConfig(_Strict):
-    """A complete release: ``mechanism`` configures the synthesize job, ``summary`` the summarize job."""
+    """A complete release: ``mechanism`` configures the synthesize job, ``summary`` the summarize
+    job and ``grid`` the synthesize-grid job (Algorithm 3)."""
 
     input: InputConfig
     columns: list[ColumnConfig] = Field(min_length=1)
@@ -123,6 +125,7 @@ class ReleaseConfig(_Strict):
     output: OutputConfig
     mechanism: SmoothPCAParams = Field(default_factory=SmoothPCAParams)
     summary: SummaryParams = Field(default_factory=SummaryParams)
+    grid: GridParams = Field(default_factory=GridParams)
     spark: SparkConfig = Field(default_factory=SparkConfig)
     ledger: LedgerConfig = Field(default_factory=LedgerConfig)
     seed: int | None = None

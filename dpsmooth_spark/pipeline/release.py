@@ -109,13 +109,18 @@ class ReleaseRun:
         config = self.config
         self.ledger.check_budget(config.table_id, config.privacy.epsilon, config.privacy.delta,
                                  config.lifetime_budget)
-        with self.log.stage("spark session"):
-            spark = session.get_session(config.spark.master, config.spark.conf)
-        with self.log.stage("data pass"):
-            df = io.read_table(spark, config.input.path, config.input.format, list(self.bounds.columns))
-            sums = data_pass.exact_sums(df, self.bounds, spec)
+        sums = self.data_pass(spec)
         _check_rows(config, sums.rows_seen, sums.rows_invalid, sums.rows_clamped, sums.count)
         return sums
+
+    def data_pass(self, spec: PassSpec, name: str = "data pass") -> ExactSums:
+        """One Spark pass over the input (a second pass of a job skips the checks)."""
+        config = self.config
+        with self.log.stage("spark session"):
+            spark = session.get_session(config.spark.master, config.spark.conf)
+        with self.log.stage(name):
+            df = io.read_table(spark, config.input.path, config.input.format, list(self.bounds.columns))
+            return data_pass.exact_sums(df, self.bounds, spec)
 
     def persist(self, accountant: PrivacyAccountant, statistics: dict[str, Any]) -> None:
         """Record the DP statistics in the ledger before anything downstream reads them."""

@@ -66,3 +66,31 @@ def test_summary_refuses_huge_tensor_bases(tmp_path, wdbc_config_dict):
     with pytest.raises(ValueError, match="t\\^d"):
         run_summarize(parse_config(data), quiet=True)
     assert not (tmp_path / "s").exists()
+
+
+def test_synthesize_grid_job(spark, tmp_path):
+    from dpsmooth_spark.pipeline.synthesize_grid import run_synthesize_grid
+    from dpsmooth_spark.privacy.ledger import BudgetLedger
+
+    config = summary_config(tmp_path, seed=2, test_mode=True)
+    config["columns"] = config["columns"][:2]
+    config["output"]["rows"] = 2000
+    report = run_synthesize_grid(parse_config(config), quiet=True)
+    manifest = report.manifest
+    assert manifest["mechanism"]["name"] == "smooth_grid"
+    assert manifest["privacy"]["accounting"]["epsilon_spent"] == pytest.approx(1.0)
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(Path(report.output_path) / "data")
+    assert table.num_rows == 2000
+    # every record is a grid point (in original units)
+    radius = table["mean_radius"].to_numpy()
+    assert len(np.unique(radius)) <= manifest["mechanism"]["grid_points"]
+
+    # a table too wide for the exact LP is refused, and the count it spent is on the ledger
+    wide = summary_config(tmp_path / "wide", release_id="too-wide")
+    wide["grid"] = {"max_lp_entries": 1000}
+    with pytest.raises(ValueError, match="max_lp_entries"):
+        run_synthesize_grid(parse_config(wide), quiet=True)
+    assert BudgetLedger(tmp_path / "wide" / "ledger.sqlite").find("too-wide") is not None
+    assert not (tmp_path / "wide" / "summary").exists()
