@@ -6,12 +6,14 @@ with a DCT and keep this as an independent check.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 
 import numpy as np
 
 
+@functools.lru_cache(maxsize=None)
 def clenshaw_curtis(level: int) -> tuple[np.ndarray, np.ndarray]:
     """Nodes and weights on [-1, 1] with ``m = 2^(level-1) + 1`` points (1 point at level 1)."""
     if level == 1:
