@@ -26,7 +26,13 @@ import pyarrow.parquet as pq
 from dpsmooth_spark.core.approximation import evaluate_series, query_coefficients
 from dpsmooth_spark.core.basis import PassSpec, PublicBounds, partial_sums
 from dpsmooth_spark.evaluation.queries import GaussianMixtureQueries
-from dpsmooth_spark.mechanisms.smooth_grid import GridParams, fit_grid, plan_grid, release_grid, sample_grid
+from dpsmooth_spark.mechanisms.smooth_grid import (
+    GridParams,
+    fit_grid,
+    plan_grid,
+    release_grid,
+    sample_grid,
+)
 from dpsmooth_spark.mechanisms.smooth_pca import SmoothSynthesizer, sample_scaled
 from dpsmooth_spark.mechanisms.smooth_summary import (
     SummaryParams,
@@ -134,7 +140,7 @@ def timings() -> dict:
         start = time.perf_counter()
         partial_sums([x], -np.ones(3), np.ones(3), PassSpec(1, 6))
         out["summary_kernel_seconds"].append({"n": n, "d": 3, "t": 6, "seconds": time.perf_counter() - start})
-    f = lambda x: np.exp(-(x**2).sum(axis=1))  # noqa: E731
+    f = lambda x: np.exp(-(x**2).sum(axis=1))
     for d, t in ((1, 64), (2, 16), (2, 64), (3, 8), (3, 16), (4, 8), (5, 6)):
         start = time.perf_counter()
         query_coefficients(f, d, t)

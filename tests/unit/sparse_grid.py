@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def clenshaw_curtis(level: int) -> tuple[np.ndarray, np.ndarray]:
     """Nodes and weights on [-1, 1] with ``m = 2^(level-1) + 1`` points (1 point at level 1)."""
     if level == 1:
