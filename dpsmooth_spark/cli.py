@@ -1,7 +1,7 @@
-"""``python -m dpsmooth_spark synthesize|synthesize-grid|summarize|answer|ledger``.
+"""``python -m dpsmooth_spark synthesize|synthesize-grid|summarize|answer|evaluate|ledger``.
 
 The jobs are the same pipelines as ``jobs/synthesize.py``, ``jobs/synthesize_grid.py`` and
-``jobs/summarize.py``; ``answer`` reads a released summary and touches no data.
+``jobs/summarize.py`` and ``jobs/evaluate.py``; ``answer`` reads a released summary and touches no data.
 """
 
 from __future__ import annotations
@@ -24,6 +24,14 @@ def _parser() -> argparse.ArgumentParser:
         job.add_argument("--config", required=True, help="release config (YAML)")
         job.add_argument("--release-id", help="idempotency key, e.g. the scheduler's run id")
         job.add_argument("--quiet", action="store_true", help="no progress lines")
+    ev = sub.add_parser("evaluate", help="compare a synthetic table or release with the real table")
+    ev.add_argument("--config", required=True, help="the release config (real input and bounds)")
+    ev.add_argument("--synthetic", required=True, help="release folder or Parquet path")
+    ev.add_argument("--out", required=True, help="folder for report.html and metrics.json")
+    ev.add_argument("--label", help="0/1 label column for the SVM test")
+    ev.add_argument("--queries", type=int, default=10_000, help="queries per family")
+    ev.add_argument("--sample-rows", type=int, default=100_000, help="rows for row-level metrics")
+    ev.add_argument("--quiet", action="store_true", help="no progress lines")
     ask = sub.add_parser("answer", help="answer a smooth query from a released summary (Algorithm 2)")
     ask.add_argument("--summary", required=True, help="summary.json or its release folder")
     ask.add_argument("--query", required=True,
@@ -49,6 +57,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _answer(args)
         overrides = {"release_id": args.release_id} if getattr(args, "release_id", None) else None
         config = load_config(args.config, overrides)
+        if args.command == "evaluate":
+            from dpsmooth_spark.pipeline.evaluate import run_evaluate
+
+            run_evaluate(config, args.synthetic, args.out, args.label, args.queries, args.sample_rows,
+                         quiet=args.quiet)
+            print(f"{args.out}/report.html")
+            return 0
         if args.command == "ledger":
             print(BudgetLedger(config.ledger_path).format(config.table_id))
             return 0

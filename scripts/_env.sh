@@ -14,6 +14,14 @@ if ! command -v java >/dev/null 2>&1; then
     exit 1
   fi
 fi
+if [ "$extras" = test ] && ! command -v chromium >/dev/null 2>&1; then
+  # the report test renders report.html in headless Chromium; it is skipped if this fails
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing Chromium for the report test" >&2
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+      || echo "warning: could not install chromium; the report rendering test will be skipped" >&2
+  fi
+fi
 python_bin="${PYTHON:-$(command -v python3.11 || command -v python3)}"
 "$python_bin" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
   || { echo "error: Python >= 3.11 is required ($python_bin is older)" >&2; exit 1; }

@@ -7,13 +7,13 @@ integers, so the result is exact and does not depend on partitioning or task ret
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
-from dpsmooth_spark.core.basis import ExactSums, PassSpec, PublicBounds, partial_sums
+from dpsmooth_spark.core.basis import ExactSums, PassSpec, PublicBounds, partial_sums, scale_to_unit
 
 RESULT_SCHEMA = "gram binary, tensor binary, rows_seen long, rows_invalid long, rows_clamped long"
 
@@ -59,3 +59,33 @@ def exact_sums(df: DataFrame, bounds: PublicBounds, spec: int | PassSpec) -> Exa
         total = total.merge(ExactSums(spec.degree, d, gram, row["rows_seen"], row["rows_invalid"],
                                       row["rows_clamped"], spec.tensor_degree, tensor))
     return total
+
+
+def query_sums(df: DataFrame, bounds: PublicBounds, sums_of: Callable[[np.ndarray], np.ndarray]
+               ) -> tuple[np.ndarray, int]:
+    """``(sum over rows of sums_of(x), rows)`` over the scaled, clamped rows with finite values.
+
+    Used by evaluation to answer query sets on a large real table in one pass; ``sums_of`` maps a
+    batch ``(rows, d)`` in scaled units to a vector of per-query sums.
+    """
+    columns = list(bounds.columns)
+    lower, upper = bounds.lower, bounds.upper
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        total, rows = None, 0
+        for batch in batches:
+            x = np.column_stack([batch.column(c).to_numpy(zero_copy_only=False).astype(np.float64)
+                                 for c in columns])
+            x = x[np.isfinite(x).all(axis=1)]
+            if x.shape[0] == 0:
+                continue
+            part = sums_of(np.clip(scale_to_unit(x, lower, upper), -1.0, 1.0))
+            total = part if total is None else total + part
+            rows += x.shape[0]
+        payload = b"" if total is None else np.asarray(total, dtype=np.float64).tobytes()
+        yield pa.RecordBatch.from_pydict({"sums": [payload], "rows": [rows]})
+
+    result = df.select(*columns).mapInArrow(run, "sums binary, rows long").collect()
+    parts = [np.frombuffer(r["sums"], dtype=np.float64) for r in result if r["sums"]]
+    rows = sum(r["rows"] for r in result)
+    return (np.sum(parts, axis=0) if parts else np.zeros(0)), rows
