@@ -142,6 +142,13 @@ class ReleaseConfig(_Strict):
         return columns
 
     @model_validator(mode="after")
+    def _pair_columns_exist(self) -> ReleaseConfig:
+        unknown = sorted(set(self.mechanism.pair_columns) - {c.name for c in self.columns})
+        if unknown:
+            raise ValueError(f"mechanism.pair_columns are not configured columns: {unknown}")
+        return self
+
+    @model_validator(mode="after")
     def _seed_needs_test_mode(self) -> ReleaseConfig:
         if self.seed is not None and not self.test_mode:
             raise ValueError("seed is only allowed with test_mode: true (seeded noise is not a secure release)")

@@ -108,6 +108,27 @@ class BasisSet:
             rows.append(np.array(pairs, dtype=np.int64))
         return cls(d, degree, np.concatenate(rows, axis=0))
 
+    def with_anchor_pairs(self, anchors: Iterable[int]) -> BasisSet:
+        """This set plus ``T_1(x_a) T_1(x_j)`` for every anchor column ``a`` and every other ``j``.
+
+        Anchors are columns whose relation to all others matters (a label): d - 1 functions per
+        anchor instead of the d(d-1)/2 of the full pairwise set.
+        """
+        present = {tuple(idx) for idx in self.indices}
+        extra = []
+        for a in anchors:
+            for j in range(self.d):
+                if j == a:
+                    continue
+                idx = np.zeros(self.d, dtype=np.int64)
+                idx[a] = idx[j] = 1
+                if tuple(idx) not in present:
+                    present.add(tuple(idx))
+                    extra.append(idx)
+        if not extra:
+            return self
+        return BasisSet(self.d, self.degree, np.concatenate([self.indices, np.array(extra)], axis=0))
+
     def gram_positions(self) -> tuple[np.ndarray, np.ndarray]:
         """Row and column of each basis sum inside the Gram matrix ``Z^T Z`` of :func:`design_columns`."""
         nz_count = (self.indices != 0).sum(axis=1)

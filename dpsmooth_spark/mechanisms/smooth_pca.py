@@ -61,6 +61,9 @@ class SmoothPCAParams(BaseModel):
             support lets the LP reach noisy targets the private cloud cannot).
         auto_noise_target: per-function noise standard deviation (normalised) that ``auto`` allows.
         lp_solver: OR-Tools backend.
+        pair_columns: anchor columns (e.g. a label) whose first-order interaction with every
+            other column is added to the basis (``T_1(x_a) T_1(x_j)``): keeps their correlations
+            for d - 1 extra functions each.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -78,6 +81,7 @@ class SmoothPCAParams(BaseModel):
     uniform_fraction: float = Field(default=0.0, ge=0, le=1)
     auto_noise_target: float = Field(default=0.02, gt=0)
     lp_solver: Literal["glop", "pdlp", "clp"] = "glop"
+    pair_columns: tuple[str, ...] = ()
 
     def data_pass_degree(self) -> int:
         """Chebyshev degree the data pass must compute for any basis this config may pick."""
@@ -119,18 +123,20 @@ def per_function_noise(size: int, noisy_count: float, accountant: PrivacyAccount
 
 
 def choose_basis(
-    params: SmoothPCAParams, d: int, noisy_count: float, accountant: PrivacyAccountant, budget: float
+    params: SmoothPCAParams, d: int, noisy_count: float, accountant: PrivacyAccountant, budget: float,
+    anchors: tuple[int, ...] = (),
 ) -> BasisSet:
-    """Pick the basis: fixed by ``params`` or, for ``auto``, the largest affordable one."""
+    """Pick the basis: fixed by ``params`` or, for ``auto``, the largest affordable one; every
+    option includes the anchor columns' pair terms."""
     if params.basis != "auto":
-        return build_basis(params.basis, d, params.degree or 2)
+        return build_basis(params.basis, d, params.degree or 2).with_anchor_pairs(anchors)
     options = [spec for spec in AUTO_BASES if params.degree is None or spec[1] <= params.degree]
-    chosen = options[0]
-    for kind, degree in options:
-        size = build_basis(kind, d, degree).size
-        if per_function_noise(size, noisy_count, accountant, budget) <= params.auto_noise_target:
-            chosen = (kind, degree)
-    return build_basis(chosen[0], d, chosen[1])
+    chosen = build_basis(options[0][0], d, options[0][1]).with_anchor_pairs(anchors)
+    for kind, degree in options[1:]:
+        candidate = build_basis(kind, d, degree).with_anchor_pairs(anchors)
+        if per_function_noise(candidate.size, noisy_count, accountant, budget) <= params.auto_noise_target:
+            chosen = candidate
+    return chosen
 
 
 @dataclass
@@ -239,14 +245,15 @@ def release_summary(
     psi_share = 0.0
     strategy = params.candidate_strategy
     basis_budget = accountant.share(rest)
-    basis = choose_basis(params, d, noisy_count, accountant, basis_budget)
+    anchors = tuple(bounds.columns.index(c) for c in params.pair_columns)
+    basis = choose_basis(params, d, noisy_count, accountant, basis_budget, anchors)
     if strategy == "auto":
         has_pairs = bool(((basis.indices != 0).sum(axis=1) == 2).any())
         strategy = "moments" if has_pairs or d < 2 else "psi"
     if strategy == "psi":
         psi_share = params.psi_fraction
         basis_budget = accountant.share(rest - psi_share)
-        basis = choose_basis(params, d, noisy_count, accountant, basis_budget)
+        basis = choose_basis(params, d, noisy_count, accountant, basis_budget, anchors)
 
     noisy_sums, _ = release_basis_sums(sums.basis_sums(basis), basis_budget, accountant, noise)
     summary = NoisySummary(bounds, basis, noisy_count, noisy_sums)

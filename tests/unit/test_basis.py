@@ -126,3 +126,14 @@ def test_basis_sets_sizes():
     assert BasisSet.pairwise(30, 2).size == 60 + 435
     with pytest.raises(ValueError):
         ExactSums.zero(2, 2).merge(ExactSums.zero(3, 2))
+
+
+def test_anchor_pairs_add_one_interaction_per_other_column(rng):
+    basis = BasisSet.marginal(4, 2).with_anchor_pairs([3])
+    assert basis.size == 8 + 3
+    pairs = [tuple(np.nonzero(idx)[0]) for idx in basis.indices if (idx != 0).sum() == 2]
+    assert sorted(pairs) == [(0, 3), (1, 3), (2, 3)]
+    assert BasisSet.pairwise(4, 2).with_anchor_pairs([3]).size == BasisSet.pairwise(4, 2).size
+    data = rng.uniform(-1, 1, size=(50, 4))
+    sums = partial_sums([data], -np.ones(4), np.ones(4), 2)
+    np.testing.assert_allclose(sums.basis_sums(basis), basis.evaluate(data).sum(axis=1), atol=50 * 2 * QUANTUM)

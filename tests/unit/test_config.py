@@ -80,3 +80,12 @@ def test_unreadable_and_invalid_yaml(tmp_path):
     scalar.write_text("42")
     with pytest.raises(ConfigError, match="mapping"):
         load_config(scalar)
+
+
+def test_pair_columns_must_be_configured(wdbc_config_dict):
+    data = copy.deepcopy(wdbc_config_dict)
+    data["mechanism"] = {"pair_columns": ["malignant"]}
+    assert parse_config(data).mechanism.pair_columns == ("malignant",)
+    data["mechanism"] = {"pair_columns": ["nope"]}
+    with pytest.raises(ConfigError, match="pair_columns"):
+        parse_config(data)

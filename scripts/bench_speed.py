@@ -1,0 +1,138 @@
+"""Speed of the release pipeline: data pass vs plain numpy, stage times, driver memory, LP.
+
+    python scripts/bench_speed.py            # n = 10^5, 10^6 at d = 10 and 30 (a few minutes)
+    python scripts/bench_speed.py --large    # adds n = 10^7
+
+For each size a generated table (correlated Gaussian, clipped to the bounds) is written once as
+Parquet under ``build/bench/``; then, each in a fresh process:
+* ``numpy``: the same exact kernel (``partial_sums``) over the file's record batches, one process;
+* ``spark``: the full ``synthesize`` job on ``local[2]`` (stage times from its manifest), and the
+  data pass alone, timed again after the session is warm.
+Driver peak RSS is the Python driver's ``ru_maxrss`` (the JVM is separate). The LP is timed on
+random instances of (R, C). Writes ``benchmarks/speed.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+BUILD = ROOT / "build" / "bench"
+
+
+def make_table(n: int, d: int) -> Path:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = BUILD / f"table_n{n}_d{d}.parquet"
+    if path.exists():
+        return path
+    BUILD.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(d)
+    mix = rng.normal(size=(d, d)) / np.sqrt(d)
+    with pq.ParquetWriter(path, pa.schema([(f"c{i}", pa.float64()) for i in range(d)])) as writer:
+        for start in range(0, n, 1_000_000):
+            rows = min(1_000_000, n - start)
+            x = np.clip(0.3 * rng.normal(size=(rows, d)) @ mix, -1, 1)
+            writer.write_table(pa.table({f"c{i}": x[:, i] for i in range(d)}), row_group_size=250_000)
+    return path
+
+
+def run_numpy(path: str, d: int) -> dict:
+    import pyarrow.parquet as pq
+
+    from dpsmooth_spark.core.basis import partial_sums
+    from dpsmooth_spark.mechanisms.smooth_pca import SmoothPCAParams
+
+    degree = SmoothPCAParams().data_pass_degree()
+    start = time.perf_counter()
+    reader = pq.ParquetFile(path)
+    batches = (np.column_stack([b.column(i).to_numpy() for i in range(d)])
+               for b in reader.iter_batches(batch_size=65_536))
+    sums = partial_sums(batches, -np.ones(d), np.ones(d), degree)
+    seconds = time.perf_counter() - start
+    return {"seconds": seconds, "rows": sums.rows_seen, "rows_per_s": sums.rows_seen / seconds}
+
+
+def run_spark(path: str, d: int, out: str) -> dict:
+    from dpsmooth_spark.config import parse_config
+    from dpsmooth_spark.pipeline.synthesize import run_synthesize
+    from dpsmooth_spark.spark import data_pass, io, session
+
+    config = parse_config({
+        "input": {"path": path}, "columns": [{"name": f"c{i}", "lower": -1, "upper": 1} for i in range(d)],
+        "privacy": {"epsilon": 1.0}, "output": {"path": out, "mode": "overwrite", "rows": 100_000},
+        "ledger": {"path": out + ".ledger.sqlite"}, "spark": {"master": "local[2]"},
+    })
+    start = time.perf_counter()
+    report = run_synthesize(config, quiet=True)
+    total = time.perf_counter() - start
+    bounds = config.public_bounds()
+    spark = session.get_session()
+    start = time.perf_counter()
+    df = io.read_table(spark, path, "parquet", list(bounds.columns))
+    sums = data_pass.exact_sums(df, bounds, config.mechanism.pass_spec())
+    warm = time.perf_counter() - start
+    return {"total_seconds": total, "stage_seconds": report.manifest["stage_seconds"],
+            "warm_pass_seconds": warm, "rows_per_s": sums.rows_seen / warm,
+            "driver_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def lp_timings() -> list[dict]:
+    from dpsmooth_spark.core.lp import solve_l1_fit
+
+    rng = np.random.default_rng(0)
+    out = []
+    for r in (62, 124, 527):
+        for c in (1000, 3000, 10_000):
+            w = rng.uniform(-1, 1, size=(r, c))
+            b = w[:, :50].mean(axis=1) + rng.normal(0, 0.05, r)
+            start = time.perf_counter()
+            solve_l1_fit(w, b)
+            out.append({"R": r, "C": c, "seconds": time.perf_counter() - start})
+    return out
+
+
+def child(mode: str, path: str, d: int) -> None:
+    result = run_numpy(path, d) if mode == "numpy" else run_spark(path, d, str(BUILD / f"out_{Path(path).stem}"))
+    print("RESULT " + json.dumps(result))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--large", action="store_true")
+    ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        child(args.child[0], args.child[1], int(args.child[2]))
+        return
+    sizes = [10**5, 10**6] + ([10**7] if args.large else [])
+    rows = []
+    for d in (10, 30):
+        for n in sizes:
+            path = make_table(n, d)
+            row: dict = {"n": n, "d": d}
+            for mode in ("numpy", "spark"):
+                proc = subprocess.run([sys.executable, __file__, "--child", mode, str(path), str(d)],
+                                      capture_output=True, text=True, check=True)
+                line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")][-1]
+                row[mode] = json.loads(line[7:])
+            row["spark_over_numpy_throughput"] = row["spark"]["rows_per_s"] / row["numpy"]["rows_per_s"]
+            rows.append(row)
+            print(json.dumps({"n": n, "d": d, "numpy_rows_per_s": row["numpy"]["rows_per_s"],
+                              "spark_rows_per_s": row["spark"]["rows_per_s"],
+                              "ratio": row["spark_over_numpy_throughput"]}), flush=True)
+    result = {"machine": "2 cores, local[2]", "sizes": rows, "lp": lp_timings()}
+    (ROOT / "benchmarks" / "speed.json").write_text(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
