@@ -301,8 +301,8 @@ class PublicBounds:
         return np.clip(scale_to_unit(values, self.lower, self.upper), -1.0, 1.0)
 
     def unscale(self, values: np.ndarray) -> np.ndarray:
-        """[-1, 1] to original units."""
-        return unscale_from_unit(values, self.lower, self.upper)
+        """[-1, 1] to original units, clipped so rounding never leaves the bounds."""
+        return np.clip(unscale_from_unit(values, self.lower, self.upper), self.lower, self.upper)
 
 
 def scale_to_unit(values: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:

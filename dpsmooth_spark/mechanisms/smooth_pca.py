@@ -48,8 +48,8 @@ class SmoothPCAParams(BaseModel):
         candidates: number of candidate points C.
         candidate_strategy: ``moments`` (Gaussian with the private mean and covariance read off
             the basis sums: no extra budget), ``psi`` (the paper's private PCA ellipsoid) or
-            ``auto``: ``psi`` when the basis has no pair terms (it then knows no covariance),
-            ``moments`` when it has (the covariance comes free with the basis sums).
+            ``auto``: ``moments`` when the basis has every pair term (the covariance then comes
+            free with the basis sums), ``psi`` otherwise (anchor pairs alone are not enough).
         pca_dim: k of PSI (default ``min(2, d)``).
         pca_iterations: T of PSI.
         count_fraction: share of the budget for the count.
@@ -248,8 +248,9 @@ def release_summary(
     anchors = tuple(bounds.columns.index(c) for c in params.pair_columns)
     basis = choose_basis(params, d, noisy_count, accountant, basis_budget, anchors)
     if strategy == "auto":
-        has_pairs = bool(((basis.indices != 0).sum(axis=1) == 2).any())
-        strategy = "moments" if has_pairs or d < 2 else "psi"
+        pair_terms = int(((basis.indices != 0).sum(axis=1) == 2).sum())
+        full_covariance = pair_terms >= d * (d - 1) // 2  # anchor pairs alone are not enough
+        strategy = "moments" if full_covariance or d < 2 else "psi"
     if strategy == "psi":
         psi_share = params.psi_fraction
         basis_budget = accountant.share(rest - psi_share)
