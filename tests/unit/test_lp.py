@@ -45,3 +45,14 @@ def test_matches_highs_on_random_instance(rng):
 def test_shape_errors():
     with pytest.raises(ValueError):
         solve_l1_fit(np.ones((2, 3)), np.ones(3))
+
+
+@pytest.mark.parametrize(("r", "c"), [(10, 400), (40, 2000)])
+def test_column_generation_reaches_the_full_optimum(rng, r, c):
+    w = rng.uniform(-1, 1, size=(r, c))
+    b = w[:, :7].mean(axis=1) + rng.normal(0, 0.3, r)  # partly outside the hull
+    full = solve_l1_fit(w, b, column_generation=False)
+    priced = solve_l1_fit(w, b, column_generation=True)
+    assert priced.objective == pytest.approx(full.objective, rel=1e-6, abs=1e-9)
+    assert priced.weights.sum() == pytest.approx(1.0) and priced.weights.min() >= 0
+    assert priced.columns_used < c  # it did not need every candidate
