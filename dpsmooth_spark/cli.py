@@ -24,6 +24,7 @@ def _parser() -> argparse.ArgumentParser:
         job.add_argument("--config", required=True, help="release config (YAML)")
         job.add_argument("--release-id", help="idempotency key, e.g. the scheduler's run id")
         job.add_argument("--quiet", action="store_true", help="no progress lines")
+        _add_set(job)
     ev = sub.add_parser("evaluate", help="compare a synthetic table or release with the real table")
     ev.add_argument("--config", required=True, help="the release config (real input and bounds)")
     ev.add_argument("--synthetic", required=True, help="release folder or Parquet path")
@@ -32,6 +33,7 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--queries", type=int, default=10_000, help="queries per family")
     ev.add_argument("--sample-rows", type=int, default=100_000, help="rows for row-level metrics")
     ev.add_argument("--quiet", action="store_true", help="no progress lines")
+    _add_set(ev)
     ask = sub.add_parser("answer", help="answer a smooth query from a released summary (Algorithm 2)")
     ask.add_argument("--summary", required=True, help="summary.json or its release folder")
     ask.add_argument("--query", required=True,
@@ -40,7 +42,13 @@ def _parser() -> argparse.ArgumentParser:
     ask.add_argument("--units", choices=["original", "scaled"], default="original")
     ledger = sub.add_parser("ledger", help="show the budget ledger of a config's input table")
     ledger.add_argument("--config", required=True, help="release config (YAML)")
+    _add_set(ledger)
     return parser
+
+
+def _add_set(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a config key, e.g. output.path=/lake/synth/2026-11-22 (repeatable)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -55,8 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "answer":
             return _answer(args)
-        overrides = {"release_id": args.release_id} if getattr(args, "release_id", None) else None
-        config = load_config(args.config, overrides)
+        config = load_config(args.config, _overrides(args))
         if args.command == "evaluate":
             from dpsmooth_spark.pipeline.evaluate import run_evaluate
 
@@ -84,6 +91,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     print(report.output_path)
     return 0
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, object]:
+    """``--set key=value`` pairs (values parsed as YAML) and ``--release-id``."""
+    import yaml
+
+    out: dict[str, object] = {}
+    for item in getattr(args, "set", []):
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
+        out[key.strip()] = yaml.safe_load(value)
+    if getattr(args, "release_id", None):
+        out["release_id"] = args.release_id
+    return out
 
 
 def _answer(args: argparse.Namespace) -> int:
