@@ -87,11 +87,16 @@ class OutputConfig(_Strict):
         path: release folder: ``data/`` (Parquet), ``summary.json``, ``manifest.json``.
         rows: number of synthetic records; default is the noisy count.
         mode: ``error`` if the folder exists, or ``overwrite`` (replaced atomically).
+        sampling: where the records are drawn: ``driver``, ``executors`` (Spark writes the
+            Parquet; the driver never holds the rows) or ``auto`` (executors above 10^6 rows).
+        partitions: output files when sampling on executors (default: one per million rows).
     """
 
     path: str
-    rows: int | None = Field(default=None, ge=1, le=10**9)
+    rows: int | None = Field(default=None, ge=1, le=10**12)
     mode: Literal["error", "overwrite"] = "error"
+    sampling: Literal["auto", "driver", "executors"] = "auto"
+    partitions: int | None = Field(default=None, ge=1, le=100_000)
 
 
 class LedgerConfig(_Strict):

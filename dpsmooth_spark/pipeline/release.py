@@ -113,6 +113,10 @@ class ReleaseRun:
         _check_rows(config, sums.rows_seen, sums.rows_invalid, sums.rows_clamped, sums.count)
         return sums
 
+    def spark(self) -> Any:
+        """The Spark session (started on first use)."""
+        return session.get_session(self.config.spark.master, self.config.spark.conf)
+
     def data_pass(self, spec: PassSpec, name: str = "data pass") -> ExactSums:
         """One Spark pass over the input (a second pass of a job skips the checks)."""
         config = self.config
@@ -163,7 +167,7 @@ class ReleaseRun:
                          **{pkg: version(pkg) for pkg in VERSIONED_PACKAGES}},
         }
 
-    def write(self, table: pa.Table | None, documents: dict[str, dict[str, Any]],
+    def write(self, table: pa.Table | io.DataWriter | None, documents: dict[str, dict[str, Any]],
               manifest: dict[str, Any]) -> ReleaseReport:
         """Write the release folder atomically and mark the release complete in the ledger."""
         with self.log.stage("write"):

@@ -18,8 +18,11 @@ from dpsmooth_spark.mechanisms.smooth_pca import (
     sample_scaled,
 )
 from dpsmooth_spark.pipeline.release import InvalidDataError, ReleaseReport, ReleaseRun
+from dpsmooth_spark.spark import io
 
 MECHANISM = "smooth_pca"
+EXECUTOR_SAMPLING_ROWS = 1_000_000
+"""Above this many rows ``output.sampling: auto`` draws them in the executors."""
 
 __all__ = ["MECHANISM", "InvalidDataError", "ReleaseReport", "run_synthesize"]
 
@@ -44,11 +47,21 @@ def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
                  f"LP support: {result.support_size}; PSI: {'yes' if summary.pca else 'no'}")
 
     rows = config.output.rows or max(1, round(summary.noisy_count))
-    with run.log.stage("sampling"):
-        scaled = sample_scaled(result, rows, run.rng)
-        values = run.bounds.unscale(scaled)
-        table = pa.table({name: values[:, i] for i, name in enumerate(run.bounds.columns)})
-        distinct = int(np.unique(scaled, axis=0).shape[0])
+    on_executors = config.output.sampling == "executors" or (
+        config.output.sampling == "auto" and rows > EXECUTOR_SAMPLING_ROWS)
+    data: pa.Table | io.DataWriter
+    if on_executors:
+        partitions = config.output.partitions or max(1, -(-rows // 1_000_000))
+        data = io.sample_on_executors(run.spark(), result.candidates, result.weights, result.jitter,
+                                      run.bounds.lower, run.bounds.upper, list(run.bounds.columns),
+                                      rows, int(run.rng.integers(2**62)), partitions)
+        distinct: int | None = None
+    else:
+        with run.log.stage("sampling"):
+            scaled = sample_scaled(result, rows, run.rng)
+            values = run.bounds.unscale(scaled)
+            data = pa.table({name: values[:, i] for i, name in enumerate(run.bounds.columns)})
+            distinct = int(np.unique(scaled, axis=0).shape[0])
 
     mechanism = {
         "reference": "Wang et al., Differentially Private Data Releasing for Smooth Queries, "
@@ -62,6 +75,7 @@ def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
         "lp_support": result.support_size,
     }
     output = {"rows": rows, "distinct_rows": distinct,
+              "sampled_on": "executors" if on_executors else "driver",
               "files": "data/*.parquet, summary.json (DP noisy summary), manifest.json"}
     manifest = run.manifest(accountant, mechanism, output, result.timings)
-    return run.write(table, {"summary.json": summary.to_dict()}, manifest)
+    return run.write(data, {"summary.json": summary.to_dict()}, manifest)

@@ -7,9 +7,11 @@ import json
 import os
 import shutil
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from py4j.protocol import Py4JJavaError
@@ -87,9 +89,14 @@ def _release_id_of(folder: Path) -> str | None:
         return None
 
 
-def write_release(path: str, table: pa.Table | None, documents: dict[str, dict[str, Any]],
+DataWriter = Callable[[Path], None]
+"""Writes the synthetic table into the given (staging) ``data/`` folder, e.g. from executors."""
+
+
+def write_release(path: str, table: pa.Table | DataWriter | None, documents: dict[str, dict[str, Any]],
                   manifest: dict[str, Any], mode: str) -> dict[str, str]:
-    """Write ``data/`` (Parquet, if ``table``), the JSON ``documents`` and ``manifest.json`` as one unit.
+    """Write ``data/`` (a table, or a writer that fills the folder), the JSON ``documents`` and
+    ``manifest.json`` as one unit.
 
     Everything goes to a hidden staging folder beside ``path``, which is renamed into place only
     when complete; with ``overwrite`` the old folder is moved aside first and deleted after.
@@ -104,7 +111,9 @@ def write_release(path: str, table: pa.Table | None, documents: dict[str, dict[s
     staging = target.parent / f".{target.name}.staging-{uuid.uuid4().hex}"
     try:
         staging.mkdir(parents=True)
-        if table is not None:
+        if callable(table):
+            table(staging / DATA_DIR)
+        elif table is not None:
             (staging / DATA_DIR).mkdir()
             for i, start in enumerate(range(0, max(table.num_rows, 1), ROWS_PER_FILE)):
                 pq.write_table(table.slice(start, ROWS_PER_FILE), staging / DATA_DIR / f"part-{i:05d}.parquet")
@@ -153,3 +162,36 @@ def _fsync_tree(root: Path) -> None:
         if p.is_file():
             with p.open("rb") as fh:
                 os.fsync(fh.fileno())
+
+
+def sample_on_executors(spark: SparkSession, candidates: np.ndarray, weights: np.ndarray,
+                        jitter: np.ndarray, lower: np.ndarray, upper: np.ndarray, columns: list[str],
+                        rows: int, seed: int, partitions: int) -> DataWriter:
+    """A writer that draws ``rows`` records inside the executors and writes them as Parquet.
+
+    The support (``C x d``), weights and jitter are broadcast with the task closure; partition
+    ``p`` draws its share of the rows with ``numpy.random.default_rng([seed, p])``, so a release
+    seed fixes the output whatever the cluster. The driver never holds the rows.
+    """
+    from dpsmooth_spark.core.basis import unscale_from_unit
+    from dpsmooth_spark.core.sampling import sample_records
+
+    shares = np.full(partitions, rows // partitions)
+    shares[: rows % partitions] += 1
+    names = list(columns)
+
+    def draw(batches):
+        for batch in batches:
+            for p in batch.column(0).to_numpy():
+                rng = np.random.default_rng([seed, int(p)])
+                scaled = sample_records(candidates, weights, int(shares[p]), jitter, rng)
+                values = np.clip(unscale_from_unit(scaled, lower, upper), lower, upper)
+                yield pa.RecordBatch.from_pydict({n: values[:, i] for i, n in enumerate(names)})
+
+    schema = ", ".join(f"`{n}` double" for n in names)
+
+    def write(folder: Path) -> None:
+        ids = spark.range(0, partitions, numPartitions=partitions)
+        ids.mapInArrow(draw, schema).write.mode("errorifexists").parquet(str(folder))
+
+    return write

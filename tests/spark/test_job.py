@@ -178,3 +178,22 @@ def test_unreadable_input_is_a_clear_error(spark, tmp_path):
     with pytest.raises(InputError, match="cannot read"):
         run_synthesize(parse_config(small_config(tmp_path, None)), quiet=True)
     assert_nothing_written(tmp_path)
+
+
+def test_sampling_on_executors_is_seeded_and_bounded(spark, tmp_path):
+    rng = np.random.default_rng(4)
+    table = pa.table({"a": rng.uniform(0, 1, 400), "b": rng.uniform(-1, 1, 400)})
+    outputs = []
+    for name in ("one", "two"):
+        folder = tmp_path / name
+        folder.mkdir()
+        config = small_config(folder, table)
+        config["output"].update(rows=5000, sampling="executors", partitions=3)
+        report = run_synthesize(parse_config(config), quiet=True)
+        assert report.manifest["output"]["sampled_on"] == "executors"
+        data = pq.read_table(folder / "release" / "data")
+        assert data.num_rows == 5000
+        assert len(list((folder / "release" / "data").glob("part-*.parquet"))) == 3
+        assert data["a"].to_numpy().min() >= 0 and data["a"].to_numpy().max() <= 1
+        outputs.append(np.sort(data["a"].to_numpy()))
+    np.testing.assert_array_equal(outputs[0], outputs[1])  # same seed, same release
