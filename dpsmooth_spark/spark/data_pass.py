@@ -50,15 +50,19 @@ def exact_sums(df: DataFrame, bounds: PublicBounds, spec: int | PassSpec) -> Exa
     size = 1 + d * spec.degree
     columns = list(bounds.columns)
     kernel = _kernel(columns, bounds.lower, bounds.upper, spec)
-    rows = df.select(*columns).mapInArrow(kernel, RESULT_SCHEMA).collect()
-    total = ExactSums.zero(d, spec.degree, spec.tensor_degree)
-    for row in rows:
+    degree, tensor_degree = spec.degree, spec.tensor_degree
+
+    def parse(row) -> ExactSums:
         gram = np.frombuffer(row["gram"], dtype=np.int64).reshape(size, size).astype(object)
-        tensor = (np.frombuffer(row["tensor"], dtype=np.int64).astype(object)
-                  if spec.tensor_degree else None)
-        total = total.merge(ExactSums(spec.degree, d, gram, row["rows_seen"], row["rows_invalid"],
-                                      row["rows_clamped"], spec.tensor_degree, tensor))
-    return total
+        tensor = np.frombuffer(row["tensor"], dtype=np.int64).astype(object) if tensor_degree else None
+        return ExactSums(degree, d, gram, row["rows_seen"], row["rows_invalid"], row["rows_clamped"],
+                         tensor_degree, tensor)
+
+    partials = df.select(*columns).mapInArrow(kernel, RESULT_SCHEMA).rdd.map(parse)
+    # a tree of exact merges on the executors: the driver receives a few results, not one per
+    # partition (tens of thousands of Gram matrices on a large table, docs/scaling.md)
+    zero = ExactSums.zero(d, degree, tensor_degree)
+    return partials.treeAggregate(zero, ExactSums.merge, ExactSums.merge, depth=2)
 
 
 def query_sums(df: DataFrame, bounds: PublicBounds, sums_of: Callable[[np.ndarray], np.ndarray]
