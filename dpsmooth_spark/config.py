@@ -35,6 +35,9 @@ class InputConfig(_Strict):
         format: ``parquet`` or ``csv`` (CSV needs a header row).
         table_id: the table's identity in the budget ledger (default ``format:path``); give a
             stable name when the same table may be read from different paths.
+        reader: how the data pass reads Parquet: ``spark`` (DataFrame + ``mapInArrow``), ``arrow``
+            (Spark schedules the row groups, tasks read them with pyarrow: no JVM-to-Python row
+            transfer) or ``auto`` (``arrow`` for local Parquet whose files hold every column).
         on_invalid: rows with a null, NaN, infinite or non-numeric value in a selected column:
             ``error`` stops the job before any noise is drawn; ``drop`` removes those rows (a
             per-record transformation, so the privacy guarantee is unchanged).
@@ -46,6 +49,7 @@ class InputConfig(_Strict):
     path: str
     format: Literal["parquet", "csv"] = "parquet"
     table_id: str | None = Field(default=None, min_length=1)
+    reader: Literal["auto", "spark", "arrow"] = "auto"
     on_invalid: Literal["error", "drop"] = "error"
     max_clamped_fraction: float = Field(default=0.5, ge=0.0, le=1.0)
 

@@ -122,9 +122,18 @@ class ReleaseRun:
         config = self.config
         with self.log.stage("spark session"):
             spark = session.get_session(config.spark.master, config.spark.conf)
+        columns = list(self.bounds.columns)
         with self.log.stage(name):
-            df = io.read_table(spark, config.input.path, config.input.format, list(self.bounds.columns))
+            df = io.read_table(spark, config.input.path, config.input.format, columns)  # schema checks
+            if self._arrow_reader(columns):
+                return data_pass.exact_sums_arrow(spark, config.input.path, self.bounds, spec)
             return data_pass.exact_sums(df, self.bounds, spec)
+
+    def _arrow_reader(self, columns: list[str]) -> bool:
+        reader = self.config.input.reader
+        if reader == "spark" or self.config.input.format != "parquet":
+            return False
+        return reader == "arrow" or data_pass.arrow_readable(self.config.input.path, columns)
 
     def persist(self, accountant: PrivacyAccountant, statistics: dict[str, Any]) -> None:
         """Record the DP statistics in the ledger before anything downstream reads them."""

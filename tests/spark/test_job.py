@@ -197,3 +197,34 @@ def test_sampling_on_executors_is_seeded_and_bounded(spark, tmp_path):
         assert data["a"].to_numpy().min() >= 0 and data["a"].to_numpy().max() <= 1
         outputs.append(np.sort(data["a"].to_numpy()))
     np.testing.assert_array_equal(outputs[0], outputs[1])  # same seed, same release
+
+
+def test_arrow_reader_pass_equals_the_spark_pass(spark, tmp_path, wdbc_bounds):
+    from decimal import Decimal
+
+    from dpsmooth_spark.spark.data_pass import arrow_readable, exact_sums_arrow
+
+    bounds = PublicBounds.from_mapping(wdbc_bounds)
+    path = str(ROOT / "data" / "wdbc.parquet")
+    df = read_table(spark, path, "parquet", list(bounds.columns))
+    assert arrow_readable(path, list(bounds.columns))
+    assert (exact_sums_arrow(spark, path, bounds, 2).gram == exact_sums(df, bounds, 2).gram).all()
+    # a folder of several files and row groups, with nulls, NaN, ints and decimals
+    folder = tmp_path / "table"
+    folder.mkdir()
+    rng = np.random.default_rng(8)
+    for i in range(3):
+        a = rng.uniform(-1, 2, 1000).tolist()
+        a[5] = None
+        b = rng.uniform(0, 1, 1000)
+        b[7] = np.nan
+        pq.write_table(pa.table({"a": a, "b": b, "k": pa.array(rng.integers(0, 5, 1000), pa.int32()),
+                                 "m": pa.array([Decimal("0.5")] * 1000, pa.decimal128(6, 2))}),
+                       folder / f"part-{i}.parquet", row_group_size=300)
+    small = PublicBounds.from_mapping({"a": (0.0, 1.0), "b": (0.0, 1.0), "k": (0.0, 4.0), "m": (0.0, 1.0)})
+    via_spark = exact_sums(read_table(spark, str(folder), "parquet", list(small.columns)), small, 2)
+    via_arrow = exact_sums_arrow(spark, str(folder), small, 2)
+    assert (via_arrow.gram == via_spark.gram).all()
+    assert (via_arrow.rows_seen, via_arrow.rows_invalid, via_arrow.rows_clamped) == (
+        via_spark.rows_seen, via_spark.rows_invalid, via_spark.rows_clamped) == (3000, 6, via_spark.rows_clamped)
+    assert not arrow_readable(str(folder), ["a", "missing"])
