@@ -29,27 +29,27 @@ def _kernel(columns: list[str], lower: np.ndarray, upper: np.ndarray, spec: Pass
                     for name in columns
                 ])
 
-        sums = partial_sums(arrays(), lower, upper, spec)
-        gram = np.array(sums.gram, dtype=np.int64)
-        tensor = b"" if sums.tensor is None else np.array(sums.tensor, dtype=np.int64).tobytes()
-        yield pa.RecordBatch.from_pydict({
-            "gram": [gram.tobytes()],
-            "tensor": [tensor],
-            "rows_seen": [sums.rows_seen],
-            "rows_invalid": [sums.rows_invalid],
-            "rows_clamped": [sums.rows_clamped],
-        })
+        yield _result_batch(partial_sums(arrays(), lower, upper, spec))
 
     return run
 
 
-def exact_sums(df: DataFrame, bounds: PublicBounds, spec: int | PassSpec) -> ExactSums:
-    """Exact sufficient statistics of the bounded columns of ``df`` (doubles) in one Spark job."""
-    spec = spec if isinstance(spec, PassSpec) else PassSpec(spec)
-    d = bounds.d
+def _result_batch(sums: ExactSums) -> pa.RecordBatch:
+    """One task's exact sums as a one-row Arrow batch of :data:`RESULT_SCHEMA`."""
+    tensor = b"" if sums.tensor is None else np.array(sums.tensor, dtype=np.int64).tobytes()
+    return pa.RecordBatch.from_pydict({
+        "gram": [np.array(sums.gram, dtype=np.int64).tobytes()],
+        "tensor": [tensor],
+        "rows_seen": [sums.rows_seen],
+        "rows_invalid": [sums.rows_invalid],
+        "rows_clamped": [sums.rows_clamped],
+    })
+
+
+def _merge_results(results: DataFrame, d: int, spec: PassSpec) -> ExactSums:
+    """Merge the per-task results exactly in a tree on the executors: the driver receives a few
+    results, not one per partition (tens of thousands on a large table, docs/scaling.md)."""
     size = 1 + d * spec.degree
-    columns = list(bounds.columns)
-    kernel = _kernel(columns, bounds.lower, bounds.upper, spec)
     degree, tensor_degree = spec.degree, spec.tensor_degree
 
     def parse(row) -> ExactSums:
@@ -58,11 +58,16 @@ def exact_sums(df: DataFrame, bounds: PublicBounds, spec: int | PassSpec) -> Exa
         return ExactSums(degree, d, gram, row["rows_seen"], row["rows_invalid"], row["rows_clamped"],
                          tensor_degree, tensor)
 
-    partials = df.select(*columns).mapInArrow(kernel, RESULT_SCHEMA).rdd.map(parse)
-    # a tree of exact merges on the executors: the driver receives a few results, not one per
-    # partition (tens of thousands of Gram matrices on a large table, docs/scaling.md)
     zero = ExactSums.zero(d, degree, tensor_degree)
-    return partials.treeAggregate(zero, ExactSums.merge, ExactSums.merge, depth=2)
+    return results.rdd.map(parse).treeAggregate(zero, ExactSums.merge, ExactSums.merge, depth=2)
+
+
+def exact_sums(df: DataFrame, bounds: PublicBounds, spec: int | PassSpec) -> ExactSums:
+    """Exact sufficient statistics of the bounded columns of ``df`` (doubles) in one Spark job."""
+    spec = spec if isinstance(spec, PassSpec) else PassSpec(spec)
+    columns = list(bounds.columns)
+    kernel = _kernel(columns, bounds.lower, bounds.upper, spec)
+    return _merge_results(df.select(*columns).mapInArrow(kernel, RESULT_SCHEMA), bounds.d, spec)
 
 
 def query_sums(df: DataFrame, bounds: PublicBounds, sums_of: Callable[[np.ndarray], np.ndarray]
@@ -128,8 +133,6 @@ def exact_sums_arrow(spark: SparkSession, path: str, bounds: PublicBounds, spec:
     units = parquet_units(path)
     columns = list(bounds.columns)
     lower, upper = bounds.lower, bounds.upper
-    d = bounds.d
-    size = 1 + d * spec.degree
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow.parquet as pq
@@ -142,25 +145,10 @@ def exact_sums_arrow(spark: SparkSession, path: str, bounds: PublicBounds, spec:
                         yield np.column_stack([
                             np.asarray(table.column(c).to_numpy(), dtype=np.float64) for c in columns])
 
-        sums = partial_sums(arrays(), lower, upper, spec)
-        tensor = b"" if sums.tensor is None else np.array(sums.tensor, dtype=np.int64).tobytes()
-        yield pa.RecordBatch.from_pydict({
-            "gram": [np.array(sums.gram, dtype=np.int64).tobytes()], "tensor": [tensor],
-            "rows_seen": [sums.rows_seen], "rows_invalid": [sums.rows_invalid],
-            "rows_clamped": [sums.rows_clamped]})
+        yield _result_batch(partial_sums(arrays(), lower, upper, spec))
 
     if not units:
-        return ExactSums.zero(d, spec.degree, spec.tensor_degree)
+        return ExactSums.zero(bounds.d, spec.degree, spec.tensor_degree)
     tasks = max(1, min(len(units), spark.sparkContext.defaultParallelism * 4))
-    plan = spark.createDataFrame(units, "file string, row_group int")
-    degree, tensor_degree = spec.degree, spec.tensor_degree
-
-    def parse(row) -> ExactSums:
-        gram = np.frombuffer(row["gram"], dtype=np.int64).reshape(size, size).astype(object)
-        tensor = np.frombuffer(row["tensor"], dtype=np.int64).astype(object) if tensor_degree else None
-        return ExactSums(degree, d, gram, row["rows_seen"], row["rows_invalid"], row["rows_clamped"],
-                         tensor_degree, tensor)
-
-    partials = plan.repartition(tasks).mapInArrow(run, RESULT_SCHEMA).rdd.map(parse)
-    return partials.treeAggregate(ExactSums.zero(d, degree, tensor_degree), ExactSums.merge,
-                                  ExactSums.merge, depth=2)
+    plan = spark.createDataFrame(units, "file string, row_group int").repartition(tasks)
+    return _merge_results(plan.mapInArrow(run, RESULT_SCHEMA), bounds.d, spec)
