@@ -29,7 +29,7 @@ from dpsmooth_spark.evaluation.metrics import (
     marginal_wasserstein,
     svm_auc,
 )
-from dpsmooth_spark.evaluation.queries import PAPER_SIGMAS, PAPER_WDBC_EPS1
+from dpsmooth_spark.evaluation.queries import PAPER_SIGMAS, PAPER_WDBC_EPS1, answer_errors
 from dpsmooth_spark.mechanisms.smooth_pca import SmoothPCAParams, SmoothSynthesizer, sample_scaled
 from dpsmooth_spark.privacy.noise import NoiseSource
 
@@ -83,9 +83,9 @@ def main() -> None:
                 fake = release(method, train, eps, bounds, 1000 + rep)
                 truth_paper, truth_pairs = queries.split(queries.sums(train) / train.shape[0])
                 got_paper, got_pairs = queries.split(queries.sums(fake) / fake.shape[0])
-                rel = np.abs(truth_paper - got_paper) / truth_paper
-                acc["worst_rel"].append(rel.max(axis=1))
-                acc["mean_rel"].append(rel.mean(axis=1))
+                errs = answer_errors(truth_paper, got_paper)
+                acc["worst_rel"].append(errs["worst_rel"])
+                acc["mean_rel"].append(errs["mean_rel"])
                 acc["pairwise_mean_abs"].append(np.abs(truth_pairs - got_pairs).mean())
                 acc["w1_mean"].append(marginal_wasserstein(train, fake).mean())
                 acc["corr_diff"].append(correlation_difference(train, fake))

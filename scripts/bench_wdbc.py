@@ -23,19 +23,17 @@ import pyarrow.parquet as pq
 import yaml
 
 from dpsmooth_spark.core.basis import scale_to_unit
-from dpsmooth_spark.evaluation.queries import PAPER_SIGMAS, PAPER_WDBC_EPS1, GaussianMixtureQueries
+from dpsmooth_spark.evaluation.queries import (
+    PAPER_SIGMAS,
+    PAPER_WDBC_EPS1,
+    GaussianMixtureQueries,
+    answer_errors,
+)
 from dpsmooth_spark.mechanisms.smooth_pca import SmoothPCAParams, SmoothSynthesizer, sample_scaled
 
 ROOT = Path(__file__).resolve().parents[1]
 FEATURES = 30
 METRICS = ("worst_abs", "worst_rel", "mean_abs", "mean_rel")
-
-
-def errors(truth: np.ndarray, answers: np.ndarray) -> dict[str, np.ndarray]:
-    abs_err = np.abs(truth - answers)
-    rel = abs_err / truth
-    return {"worst_abs": abs_err.max(axis=1), "worst_rel": rel.max(axis=1),
-            "mean_abs": abs_err.mean(axis=1), "mean_rel": rel.mean(axis=1)}
 
 
 def main() -> None:
@@ -75,7 +73,7 @@ def main() -> None:
                     sampled = sample_scaled(_with_jitter(result, jitter), m, np.random.default_rng(rep))
                     if name == "jitter":
                         distinct.append(int(np.unique(sampled, axis=0).shape[0]))
-                    errs = errors(truth, queries.answers(sampled[:, :FEATURES], PAPER_SIGMAS))
+                    errs = answer_errors(truth, queries.answers(sampled[:, :FEATURES], PAPER_SIGMAS))
                     for metric in METRICS:
                         per_jitter[name][metric].append(errs[metric])
                 support.append(result.support_size)

@@ -21,7 +21,7 @@ from dpsmooth_spark.evaluation.metrics import (
     marginal_wasserstein,
     svm_auc,
 )
-from dpsmooth_spark.evaluation.queries import PAPER_SIGMAS, GaussianMixtureQueries
+from dpsmooth_spark.evaluation.queries import PAPER_SIGMAS, GaussianMixtureQueries, errors_by_sigma
 
 
 @dataclass(frozen=True)
@@ -79,12 +79,8 @@ def evaluate(real_sample: np.ndarray, synthetic: np.ndarray, columns: list[str],
     synth_means = queries.sums(synthetic) / synthetic.shape[0]
     real_paper, real_pairs = queries.split(real_means)
     synth_paper, synth_pairs = queries.split(synth_means)
-    protocol = {}
-    for s, sigma in enumerate(PAPER_SIGMAS):
-        err = np.abs(real_paper[s] - synth_paper[s])
-        rel = err / np.maximum(real_paper[s], 1e-300)
-        protocol[str(sigma)] = {"worst_abs": float(err.max()), "worst_rel": float(rel.max()),
-                                "mean_abs": float(err.mean()), "mean_rel": float(rel.mean())}
+    protocol = {str(sigma): errs
+                for sigma, errs in errors_by_sigma(real_paper, synth_paper, PAPER_SIGMAS).items()}
     w1 = marginal_wasserstein(real_sample, synthetic)
     metrics: dict[str, Any] = {
         "rows": {"real_sample": int(real_sample.shape[0]), "synthetic": int(synthetic.shape[0]),

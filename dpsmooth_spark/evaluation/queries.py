@@ -59,19 +59,23 @@ class GaussianMixtureQueries:
         return (per_kernel * self.weights[None]).sum(axis=2)
 
 
+def answer_errors(truth: np.ndarray, released: np.ndarray) -> dict[str, np.ndarray]:
+    """Per row of ``(S, N)`` answer arrays (one row per sigma): worst and mean absolute and
+    relative error over the N queries."""
+    abs_err = np.abs(np.asarray(truth) - np.asarray(released))
+    rel_err = abs_err / np.maximum(truth, 1e-300)
+    return {"worst_abs": abs_err.max(axis=-1), "worst_rel": rel_err.max(axis=-1),
+            "mean_abs": abs_err.mean(axis=-1), "mean_rel": rel_err.mean(axis=-1)}
+
+
+def errors_by_sigma(truth: np.ndarray, released: np.ndarray,
+                    sigmas: tuple[float, ...]) -> dict[float, dict[str, float]]:
+    """:func:`answer_errors` keyed by sigma."""
+    errs = answer_errors(truth, released)
+    return {sigma: {k: float(v[s]) for k, v in errs.items()} for s, sigma in enumerate(sigmas)}
+
+
 def query_errors(real: np.ndarray, synthetic: np.ndarray, queries: GaussianMixtureQueries,
                  sigmas: tuple[float, ...] = PAPER_SIGMAS) -> dict[float, dict[str, float]]:
     """Worst-case and mean absolute and relative errors per sigma."""
-    truth = queries.answers(real, sigmas)
-    released = queries.answers(synthetic, sigmas)
-    out = {}
-    for s, sigma in enumerate(sigmas):
-        abs_err = np.abs(truth[s] - released[s])
-        rel_err = abs_err / np.maximum(truth[s], 1e-300)
-        out[sigma] = {
-            "worst_abs": float(abs_err.max()),
-            "worst_rel": float(rel_err.max()),
-            "mean_abs": float(abs_err.mean()),
-            "mean_rel": float(rel_err.mean()),
-        }
-    return out
+    return errors_by_sigma(queries.answers(real, sigmas), queries.answers(synthetic, sigmas), sigmas)

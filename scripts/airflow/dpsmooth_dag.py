@@ -31,6 +31,14 @@ SPARK_CONF = {
     "spark.ui.showConsoleProgress": "false",
 }
 
+
+def spark_job(task_id: str, script: str, args: list[str]) -> SparkSubmitOperator:
+    """A ``spark-submit`` of one of the project's jobs with the shared archive and settings."""
+    return SparkSubmitOperator(task_id=task_id, application=f"{HOME}/jobs/{script}", py_files=PY_FILES,
+                               conf=SPARK_CONF, name=f"dpsmooth-{task_id}-{{{{ ds_nodash }}}}",
+                               application_args=args)
+
+
 with DAG(
     dag_id="dpsmooth_release",
     description="Differentially private synthetic copy of a lake table (dpsmooth-spark)",
@@ -41,21 +49,8 @@ with DAG(
     default_args={"retries": 3, "retry_delay": timedelta(minutes=10)},
     tags=["privacy", "synthetic-data"],
 ) as dag:
-    synthesize = SparkSubmitOperator(
-        task_id="synthesize",
-        application=f"{HOME}/jobs/synthesize.py",
-        py_files=PY_FILES,
-        conf=SPARK_CONF,
-        name="dpsmooth-synthesize-{{ ds_nodash }}",
-        application_args=["--config", CONFIG, "--release-id", "{{ run_id }}",
-                          "--set", f"output.path={RELEASE}"],
-    )
-    evaluate = SparkSubmitOperator(
-        task_id="evaluate",
-        application=f"{HOME}/jobs/evaluate.py",
-        py_files=PY_FILES,
-        conf=SPARK_CONF,
-        name="dpsmooth-evaluate-{{ ds_nodash }}",
-        application_args=["--config", CONFIG, "--synthetic", RELEASE, "--out", RELEASE + "_report"],
-    )
+    synthesize = spark_job("synthesize", "synthesize.py", [
+        "--config", CONFIG, "--release-id", "{{ run_id }}", "--set", f"output.path={RELEASE}"])
+    evaluate = spark_job("evaluate", "evaluate.py", [
+        "--config", CONFIG, "--synthetic", RELEASE, "--out", RELEASE + "_report"])
     synthesize >> evaluate
