@@ -1,7 +1,8 @@
-"""``python -m dpsmooth_spark synthesize|synthesize-grid|summarize|answer|evaluate|ledger``.
+"""``python -m dpsmooth_spark COMMAND``: the release jobs, ``evaluate``, ``ledger``, and the
+data-free ``answer`` (smooth queries from a summary) and ``query`` (points against a Bernstein or
+distance release).
 
-The jobs are the same pipelines as ``jobs/synthesize.py``, ``jobs/synthesize_grid.py`` and
-``jobs/summarize.py`` and ``jobs/evaluate.py``; ``answer`` reads a released summary and touches no data.
+The jobs are the same pipelines as ``jobs/*.py`` (the spark-submit entry points).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from dpsmooth_spark.config import ConfigError, load_config
 
@@ -19,7 +21,9 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     for name, text in (("synthesize", "release a DP synthetic copy of a table"),
                        ("synthesize-grid", "release a DP synthetic copy by the exact grid LP (Algorithm 3)"),
-                       ("summarize", "release the DP smooth-query summary of a table (Algorithm 1)")):
+                       ("summarize", "release the DP smooth-query summary of a table (Algorithm 1)"),
+                       ("release-function", "release a function of the table by the Bernstein mechanism"),
+                       ("release-distances", "release a structure answering distance queries (Huang-Roth)")):
         job = sub.add_parser(name, help=text)
         job.add_argument("--config", required=True, help="release config (YAML)")
         job.add_argument("--release-id", help="idempotency key, e.g. the scheduler's run id")
@@ -40,6 +44,11 @@ def _parser() -> argparse.ArgumentParser:
                      help="e.g. 'gaussian(center=[1, 2], sigma=0.5) + logistic(w=[1, -1], b=0)'")
     ask.add_argument("--operator", choices=["chebyshev", "jackson"], default="chebyshev")
     ask.add_argument("--units", choices=["original", "scaled"], default="original")
+    point = sub.add_parser("query", help="evaluate a Bernstein or distance release at query points")
+    point.add_argument("--release", required=True, help="release folder (bernstein.json or distances.json)")
+    point.add_argument("--points", required=True,
+                       help="JSON list of points in original units, e.g. '[[0.5], [0.7]]'")
+    point.add_argument("--h", type=int, help="Bernstein order (default: the release's)")
     ledger = sub.add_parser("ledger", help="show the budget ledger of a config's input table")
     ledger.add_argument("--config", required=True, help="release config (YAML)")
     _add_set(ledger)
@@ -63,6 +72,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "answer":
             return _answer(args)
+        if args.command == "query":
+            return _query(args)
         config = load_config(args.config, _overrides(args))
         if args.command == "evaluate":
             from dpsmooth_spark.pipeline.evaluate import run_evaluate
@@ -78,6 +89,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             from dpsmooth_spark.pipeline.summarize import run_summarize
 
             report = run_summarize(config, quiet=args.quiet)
+        elif args.command == "release-function":
+            from dpsmooth_spark.pipeline.release_function import run_release_function
+
+            report = run_release_function(config, quiet=args.quiet)
+        elif args.command == "release-distances":
+            from dpsmooth_spark.pipeline.release_distances import run_release_distances
+
+            report = run_release_distances(config, quiet=args.quiet)
         elif args.command == "synthesize-grid":
             from dpsmooth_spark.pipeline.synthesize_grid import run_synthesize_grid
 
@@ -117,3 +136,41 @@ def _answer(args: argparse.Namespace) -> int:
     query = parse_query(args.query, summary.bounds.d)
     print(json.dumps(asdict(answer(summary, query, args.operator, args.units)), indent=1))
     return 0
+
+
+def _query(args: argparse.Namespace) -> int:
+    """Point queries against a released function or distance structure (no data access)."""
+    from pathlib import Path
+
+    import numpy as np
+
+    from dpsmooth_spark.mechanisms.bernstein import BernsteinRelease
+    from dpsmooth_spark.mechanisms.distance_release import DistanceRelease
+
+    folder = Path(args.release)
+    try:
+        points = np.asarray(json.loads(args.points), dtype=np.float64)
+    except (json.JSONDecodeError, TypeError, ValueError):
+        raise ValueError("--points must be a JSON list of points, e.g. '[[0.5, 1.0], [0.2, 0.3]]'") from None
+    points = np.atleast_2d(points)
+    if not np.isfinite(points).all():
+        raise ValueError("--points must be finite numbers")
+    if (folder / "bernstein.json").exists():
+        release = BernsteinRelease.load(folder)
+        _check_width(points, len(release.columns), release.columns)
+        values = release.evaluate(points, args.h)
+        kind = f"bernstein {release.function}"
+    elif (folder / "distances.json").exists():
+        distances = DistanceRelease.load(folder)
+        _check_width(points, distances.bounds.d, list(distances.bounds.columns))
+        values = distances.answer(points)
+        kind = f"mean {distances.embedding.kind} distance"
+    else:
+        raise ValueError(f"{folder} holds neither bernstein.json nor distances.json")
+    print(json.dumps({"release": kind, "points": points.tolist(), "values": values.tolist()}, indent=1))
+    return 0
+
+
+def _check_width(points: Any, width: int, columns: list[str]) -> None:
+    if points.shape[1] != width:
+        raise ValueError(f"each point needs {width} coordinates ({', '.join(columns)})")

@@ -14,6 +14,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from dpsmooth_spark.core.basis import PublicBounds
+from dpsmooth_spark.mechanisms.bernstein import BernsteinParams
+from dpsmooth_spark.mechanisms.distance_release import DistanceParams
 from dpsmooth_spark.mechanisms.smooth_grid import GridParams
 from dpsmooth_spark.mechanisms.smooth_pca import SmoothPCAParams
 from dpsmooth_spark.mechanisms.smooth_summary import SummaryParams
@@ -126,7 +128,8 @@ class SparkConfig(_Strict):
 
 class ReleaseConfig(_Strict):
     """A complete release: ``mechanism`` configures the synthesize job, ``summary`` the summarize
-    job and ``grid`` the synthesize-grid job (Algorithm 3)."""
+    job, ``grid`` the synthesize-grid job (Algorithm 3), ``bernstein`` the release-function job
+    and ``distance`` the release-distances job."""
 
     input: InputConfig
     columns: list[ColumnConfig] = Field(min_length=1)
@@ -135,6 +138,8 @@ class ReleaseConfig(_Strict):
     mechanism: SmoothPCAParams = Field(default_factory=SmoothPCAParams)
     summary: SummaryParams = Field(default_factory=SummaryParams)
     grid: GridParams = Field(default_factory=GridParams)
+    bernstein: BernsteinParams = Field(default_factory=BernsteinParams)
+    distance: DistanceParams = Field(default_factory=DistanceParams)
     spark: SparkConfig = Field(default_factory=SparkConfig)
     ledger: LedgerConfig = Field(default_factory=LedgerConfig)
     seed: int | None = None
@@ -155,6 +160,22 @@ class ReleaseConfig(_Strict):
         unknown = sorted(set(self.mechanism.pair_columns) - {c.name for c in self.columns})
         if unknown:
             raise ValueError(f"mechanism.pair_columns are not configured columns: {unknown}")
+        return self
+
+    @model_validator(mode="after")
+    def _bernstein_columns_exist(self) -> ReleaseConfig:
+        names = {c.name for c in self.columns}
+        unknown = sorted(set(self.bernstein.columns) - names)
+        if unknown:
+            raise ValueError(f"bernstein.columns are not configured columns: {unknown}")
+        if self.bernstein.label is not None and self.bernstein.label not in names:
+            raise ValueError(f"bernstein.label {self.bernstein.label!r} is not a configured column")
+        if self.bernstein.label is not None and self.bernstein.label in self.bernstein.columns:
+            raise ValueError("bernstein.label cannot also be one of bernstein.columns")
+        if self.bernstein.function != "kde" and self.bernstein.label is None:
+            raise ValueError(f"bernstein.label is required for function {self.bernstein.function!r}")
+        if self.distance.metric == "bourgain" and not self.distance.queries:
+            raise ValueError("distance.queries (a file of query points) is required for metric bourgain")
         return self
 
     @model_validator(mode="after")
@@ -184,6 +205,10 @@ class ReleaseConfig(_Strict):
         if self.ledger.lifetime_epsilon is None:
             return None
         return self.ledger.lifetime_epsilon, self.ledger.lifetime_delta
+
+    def bernstein_axes(self) -> list[str]:
+        """The Bernstein function's input columns (default: all but the label)."""
+        return list(self.bernstein.columns) or [n for n in self.column_names if n != self.bernstein.label]
 
     def public_bounds(self) -> PublicBounds:
         """The columns and their bounds as the mechanism takes them."""

@@ -47,7 +47,8 @@ def run_evaluate(config: ReleaseConfig, synthetic_path: str, out_dir: str, label
         spark = session.get_session(config.spark.master, config.spark.conf)
     with log.stage("real-side query answers (Spark pass)"):
         df = io.read_table(spark, config.input.path, config.input.format, columns)
-        sums, rows = data_pass.query_sums(df, bounds, query_sets.sums)
+        real_sums = data_pass.statistic_sums(df, bounds, query_sets.sums, unit="scaled")
+        sums, rows = real_sums.values, real_sums.count
         if rows == 0:
             raise ValueError("the real table has no valid rows")
     with log.stage("real sample"):

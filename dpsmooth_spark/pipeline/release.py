@@ -11,6 +11,7 @@ import hashlib
 import json
 import platform
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.metadata import version
@@ -27,6 +28,7 @@ from dpsmooth_spark.privacy.accountant import PrivacyAccountant
 from dpsmooth_spark.privacy.ledger import BudgetLedger, LedgerConflictError, LedgerEntry
 from dpsmooth_spark.privacy.noise import NoiseSource
 from dpsmooth_spark.spark import data_pass, io, session
+from dpsmooth_spark.spark.data_pass import StatisticSums
 
 NEIGHBOURING_RELATION = (
     "add/remove one record (unbounded DP): neighbouring tables differ by the presence of one row; "
@@ -128,6 +130,34 @@ class ReleaseRun:
             if self._arrow_reader(columns):
                 return data_pass.exact_sums_arrow(spark, config.input.path, self.bounds, spec)
             return data_pass.exact_sums(df, self.bounds, spec)
+
+    def statistic_pass(self, sums_of: Callable[[np.ndarray], np.ndarray],
+                       name: str = "data pass") -> StatisticSums:
+        """Check the lifetime budget, then one Spark pass summing ``sums_of`` over the valid rows
+        (clamped, original units), then the operator-facing row checks."""
+        config = self.config
+        self.ledger.check_budget(config.table_id, config.privacy.epsilon, config.privacy.delta,
+                                 config.lifetime_budget)
+        with self.log.stage("spark session"):
+            spark = self.spark()
+        with self.log.stage(name):
+            df = io.read_table(spark, config.input.path, config.input.format, list(self.bounds.columns))
+            sums = data_pass.statistic_sums(df, self.bounds, sums_of)
+        _check_rows(config, sums.rows_seen, sums.rows_invalid, sums.rows_clamped, sums.count)
+        return sums
+
+    def sample_rows(self, rate: float) -> np.ndarray:
+        """A Bernoulli sample of the valid rows (each kept independently with ``rate``), clamped
+        to the bounds, on the driver: a per-record transformation, so neighbouring tables give
+        neighbouring or equal samples. The seed is public randomness."""
+        columns = list(self.bounds.columns)
+        df = io.read_table(self.spark(), self.config.input.path, self.config.input.format, columns)
+        seed = int(self.rng.integers(2**62))
+        table = (df.sample(fraction=rate, seed=seed) if rate < 1.0 else df).toArrow()
+        x = np.column_stack([table.column(c).to_numpy(zero_copy_only=False).astype(np.float64)
+                             for c in columns]) if table.num_rows else np.zeros((0, len(columns)))
+        x = x[np.isfinite(x).all(axis=1)]
+        return np.clip(x, self.bounds.lower, self.bounds.upper)
 
     def _arrow_reader(self, columns: list[str]) -> bool:
         reader = self.config.input.reader

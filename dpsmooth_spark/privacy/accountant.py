@@ -30,7 +30,8 @@ class StageCharge:
 
     Attributes:
         stage: name of the released statistic.
-        mechanism: ``laplace`` or ``gaussian``.
+        mechanism: ``laplace`` or ``gaussian``; or a pure-DP stage that is not a plain Laplace
+            release (``sparse_vector``, ``laplace_zcdp``: Laplace in the (epsilon, delta) mode).
         sensitivity: L1 (Laplace) or L2 (Gaussian) sensitivity per invocation.
         scale: noise scale (Laplace b or Gaussian sigma).
         invocations: number of adaptive invocations with that scale (PSI iterations).
@@ -39,7 +40,7 @@ class StageCharge:
     """
 
     stage: str
-    mechanism: Literal["laplace", "gaussian"]
+    mechanism: str
     sensitivity: float
     scale: float
     invocations: int
@@ -84,20 +85,28 @@ class PrivacyAccountant:
         return fraction * (self.epsilon if self.pure else self.total_rho)
 
     def noise_scale(self, sensitivity: float, budget: float, invocations: int = 1) -> float:
-        """Scale that spends ``budget`` (epsilon or rho) over ``invocations`` adaptive releases."""
+        """Scale that spends ``budget`` (epsilon or rho) over ``invocations`` adaptive releases
+        (the inverse of :meth:`charge`)."""
         if budget <= 0:
             raise ValueError("a stage budget must be > 0")
         if self.pure:
             return sensitivity * invocations / budget
         return sensitivity * math.sqrt(invocations / (2.0 * budget))
 
-    def charge(self, stage: str, sensitivity: float, scale: float, invocations: int = 1) -> StageCharge:
-        """Record a stage that added noise of ``scale`` for ``sensitivity``, and check the total."""
+    def charge(self, stage: str, sensitivity: float, scale: float, invocations: int = 1,
+               mechanism: str | None = None) -> StageCharge:
+        """Record a stage that added noise of ``scale`` for ``sensitivity``, and check the total.
+
+        The cost of one invocation is ``e = sensitivity / scale`` (pure, Laplace) or
+        ``rho = sensitivity**2 / (2 scale**2)`` (Gaussian). A pure ``e``-DP stage used in the
+        (epsilon, delta) mode (``mechanism`` given: Laplace, sparse vector) costs ``e**2 / 2`` zCDP
+        (Bun and Steinke, Proposition 1.4), which is the same formula.
+        """
         if self.pure:
-            entry = StageCharge(stage, "laplace", sensitivity, scale, invocations,
+            entry = StageCharge(stage, mechanism or "laplace", sensitivity, scale, invocations,
                                 epsilon=invocations * sensitivity / scale)
         else:
-            entry = StageCharge(stage, "gaussian", sensitivity, scale, invocations,
+            entry = StageCharge(stage, mechanism or "gaussian", sensitivity, scale, invocations,
                                 rho=invocations * sensitivity**2 / (2.0 * scale**2))
         self.charges.append(entry)
         if self.spent_epsilon() > self.epsilon * (1 + 1e-9):

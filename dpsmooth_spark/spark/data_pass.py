@@ -8,6 +8,7 @@ integers, so the result is exact and does not depend on partitioning or task ret
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -70,34 +71,66 @@ def exact_sums(df: DataFrame, bounds: PublicBounds, spec: int | PassSpec) -> Exa
     return _merge_results(df.select(*columns).mapInArrow(kernel, RESULT_SCHEMA), bounds.d, spec)
 
 
-def query_sums(df: DataFrame, bounds: PublicBounds, sums_of: Callable[[np.ndarray], np.ndarray]
-               ) -> tuple[np.ndarray, int]:
-    """``(sum over rows of sums_of(x), rows)`` over the scaled, clamped rows with finite values.
+@dataclass(frozen=True)
+class StatisticSums:
+    """Sums of a per-batch statistic over the valid rows, with the row counters of the pass.
 
-    Used by evaluation to answer query sets on a large real table in one pass; ``sums_of`` maps a
-    batch ``(rows, d)`` in scaled units to a vector of per-query sums.
+    Attributes:
+        values: the summed statistic (float64).
+        rows_seen: rows read.
+        rows_invalid: rows with a null/NaN/infinite value (left out of ``values``).
+        rows_clamped: valid rows with a value outside the bounds (clamped before ``values``).
+    """
+
+    values: np.ndarray
+    rows_seen: int
+    rows_invalid: int
+    rows_clamped: int
+
+    @property
+    def count(self) -> int:
+        """Rows that entered ``values``."""
+        return self.rows_seen - self.rows_invalid
+
+
+def statistic_sums(df: DataFrame, bounds: PublicBounds, sums_of: Callable[[np.ndarray], np.ndarray],
+                   unit: str = "original") -> StatisticSums:
+    """``sum over valid rows of sums_of(x)`` in one Spark job, ``x`` a batch ``(rows, d)`` clamped to
+    the bounds in ``original`` units or scaled to ``[-1, 1]`` (``scaled``).
+
+    Used by the Bernstein and distance mechanisms (their statistics are not basis sums) and by
+    evaluation to answer query sets on a large real table. The sums are float64: exact up to
+    rounding, which depends on the partitioning (retries reuse the ledger's noisy statistics).
     """
     columns = list(bounds.columns)
     lower, upper = bounds.lower, bounds.upper
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        total, rows = None, 0
+        total, seen, invalid, clamped = None, 0, 0, 0
         for batch in batches:
             x = np.column_stack([batch.column(c).to_numpy(zero_copy_only=False).astype(np.float64)
                                  for c in columns])
-            x = x[np.isfinite(x).all(axis=1)]
+            seen += x.shape[0]
+            finite = np.isfinite(x).all(axis=1)
+            invalid += int((~finite).sum())
+            x = x[finite]
             if x.shape[0] == 0:
                 continue
-            part = sums_of(np.clip(scale_to_unit(x, lower, upper), -1.0, 1.0))
+            outside = ((x < lower) | (x > upper)).any(axis=1)
+            clamped += int(outside.sum())
+            x = np.clip(x, lower, upper)
+            part = sums_of(x if unit == "original" else scale_to_unit(x, lower, upper))
             total = part if total is None else total + part
-            rows += x.shape[0]
         payload = b"" if total is None else np.asarray(total, dtype=np.float64).tobytes()
-        yield pa.RecordBatch.from_pydict({"sums": [payload], "rows": [rows]})
+        yield pa.RecordBatch.from_pydict({"sums": [payload], "seen": [seen], "invalid": [invalid],
+                                          "clamped": [clamped]})
 
-    result = df.select(*columns).mapInArrow(run, "sums binary, rows long").collect()
+    schema = "sums binary, seen long, invalid long, clamped long"
+    result = df.select(*columns).mapInArrow(run, schema).collect()
     parts = [np.frombuffer(r["sums"], dtype=np.float64) for r in result if r["sums"]]
-    rows = sum(r["rows"] for r in result)
-    return (np.sum(parts, axis=0) if parts else np.zeros(0)), rows
+    return StatisticSums(np.sum(parts, axis=0) if parts else np.zeros(0),
+                         sum(r["seen"] for r in result), sum(r["invalid"] for r in result),
+                         sum(r["clamped"] for r in result))
 
 
 def parquet_units(path: str) -> list[tuple[str, int]]:
