@@ -29,12 +29,30 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class CatalogConfig(_Strict):
+    """An Iceberg SQL catalog (pyiceberg ``SqlCatalog``; SQLite needs no server).
+
+    Attributes:
+        uri: SQLAlchemy URI of the catalog database, e.g. ``sqlite:////lake/catalog.db``.
+        warehouse: where table data lives, e.g. ``/lake/warehouse`` or ``file:///lake/warehouse``.
+        name: the catalog's name.
+    """
+
+    uri: str = Field(min_length=1)
+    warehouse: str = Field(min_length=1)
+    name: str = "dpsmooth"
+
+
 class InputConfig(_Strict):
     """Where the sensitive table is and what to do with unusable rows.
 
     Attributes:
-        path: file or directory (Parquet) or CSV file/directory.
-        format: ``parquet`` or ``csv`` (CSV needs a header row).
+        path: file or directory (Parquet), CSV file/directory, Delta table folder, or an Iceberg
+            table identifier (``namespace.table``) in ``catalog``.
+        format: ``parquet``, ``csv`` (needs a header row), ``delta`` (the current snapshot's files
+            only, from the Delta log; never the raw folder, which keeps removed files) or
+            ``iceberg`` (the current snapshot's data files; tables with delete files are refused).
+        catalog: the Iceberg catalog (``iceberg`` only).
         table_id: the table's identity in the budget ledger (default ``format:path``); give a
             stable name when the same table may be read from different paths.
         reader: how the data pass reads Parquet: ``spark`` (DataFrame + ``mapInArrow``), ``arrow``
@@ -49,11 +67,18 @@ class InputConfig(_Strict):
     """
 
     path: str
-    format: Literal["parquet", "csv"] = "parquet"
+    format: Literal["parquet", "csv", "delta", "iceberg"] = "parquet"
+    catalog: CatalogConfig | None = None
     table_id: str | None = Field(default=None, min_length=1)
     reader: Literal["auto", "spark", "arrow"] = "auto"
     on_invalid: Literal["error", "drop"] = "error"
     max_clamped_fraction: float = Field(default=0.5, ge=0.0, le=1.0)
+
+    @model_validator(mode="after")
+    def _catalog_for_iceberg(self) -> InputConfig:
+        if (self.format == "iceberg") != (self.catalog is not None):
+            raise ValueError("input.catalog is required with format iceberg, and only then")
+        return self
 
 
 class ColumnConfig(_Strict):
@@ -90,7 +115,15 @@ class OutputConfig(_Strict):
     """Where the release goes.
 
     Attributes:
-        path: release folder: ``data/`` (Parquet), ``summary.json``, ``manifest.json``.
+        path: release folder (``parquet``: ``data/``, ``summary.json``, ``manifest.json``), Delta
+            table folder, or Iceberg table identifier (``namespace.table``) in ``catalog``.
+        format: ``parquet``, ``delta`` (delta-rs; one atomic commit) or ``iceberg`` (pyiceberg; one
+            atomic commit). For the lake formats the JSON documents go to a side folder
+            ``_dpsmooth/<release id>/`` of the table (Delta) or the warehouse (Iceberg), and the
+            commit records the release id.
+        partition_by: partition the synthetic rows by a released column (e.g. a 0/1 label) or by
+            ``date`` (adds a ``release_date`` column, the UTC date of the release).
+        catalog: the Iceberg catalog (``iceberg`` only).
         rows: number of synthetic records; default is the noisy count.
         mode: ``error`` if the folder exists, or ``overwrite`` (replaced atomically).
         sampling: where the records are drawn: ``driver``, ``executors`` (Spark writes the
@@ -103,6 +136,15 @@ class OutputConfig(_Strict):
     mode: Literal["error", "overwrite"] = "error"
     sampling: Literal["auto", "driver", "executors"] = "auto"
     partitions: int | None = Field(default=None, ge=1, le=100_000)
+    format: Literal["parquet", "delta", "iceberg"] = "parquet"
+    partition_by: str | None = Field(default=None, min_length=1)
+    catalog: CatalogConfig | None = None
+
+    @model_validator(mode="after")
+    def _catalog_for_iceberg(self) -> OutputConfig:
+        if (self.format == "iceberg") != (self.catalog is not None):
+            raise ValueError("output.catalog is required with format iceberg, and only then")
+        return self
 
 
 class LedgerConfig(_Strict):
@@ -163,6 +205,13 @@ class ReleaseConfig(_Strict):
         return self
 
     @model_validator(mode="after")
+    def _partition_column_exists(self) -> ReleaseConfig:
+        part = self.output.partition_by
+        if part is not None and part != "date" and part not in {c.name for c in self.columns}:
+            raise ValueError(f"output.partition_by must be a configured column or 'date', got {part!r}")
+        return self
+
+    @model_validator(mode="after")
     def _bernstein_columns_exist(self) -> ReleaseConfig:
         names = {c.name for c in self.columns}
         unknown = sorted(set(self.bernstein.columns) - names)
@@ -196,8 +245,12 @@ class ReleaseConfig(_Strict):
 
     @property
     def ledger_path(self) -> str:
-        """Where the budget ledger lives."""
-        return self.ledger.path or str(Path(self.output.path).parent / "dpsmooth_ledger.sqlite")
+        """Where the budget ledger lives (default: beside the output, or in the Iceberg warehouse)."""
+        if self.ledger.path:
+            return self.ledger.path
+        if self.output.catalog is not None:
+            return str(Path(self.output.catalog.warehouse.removeprefix("file://")) / "dpsmooth_ledger.sqlite")
+        return str(Path(self.output.path).parent / "dpsmooth_ledger.sqlite")
 
     @property
     def lifetime_budget(self) -> tuple[float, float] | None:
@@ -225,9 +278,11 @@ def parse_config(data: Any, base_dir: Path | None = None) -> ReleaseConfig:
         raise ConfigError(_format(exc)) from None
     if base_dir is not None:
         ledger_path = config.ledger.path and _resolve(config.ledger.path, base_dir)
+        in_path = config.input.path if config.input.format == "iceberg" else _resolve(config.input.path, base_dir)
+        out_path = config.output.path if config.output.format == "iceberg" else _resolve(config.output.path, base_dir)
         config = config.model_copy(update={
-            "input": config.input.model_copy(update={"path": _resolve(config.input.path, base_dir)}),
-            "output": config.output.model_copy(update={"path": _resolve(config.output.path, base_dir)}),
+            "input": config.input.model_copy(update={"path": in_path}),
+            "output": config.output.model_copy(update={"path": out_path}),
             "ledger": config.ledger.model_copy(update={"path": ledger_path}),
         })
     return config

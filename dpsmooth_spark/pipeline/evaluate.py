@@ -46,7 +46,7 @@ def run_evaluate(config: ReleaseConfig, synthetic_path: str, out_dir: str, label
     with log.stage("spark session"):
         spark = session.get_session(config.spark.master, config.spark.conf)
     with log.stage("real-side query answers (Spark pass)"):
-        df = io.read_table(spark, config.input.path, config.input.format, columns)
+        df = io.read_input(spark, config.input, columns)
         real_sums = data_pass.statistic_sums(df, bounds, query_sets.sums, unit="scaled")
         sums, rows = real_sums.values, real_sums.count
         if rows == 0:

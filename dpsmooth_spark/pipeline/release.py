@@ -87,7 +87,10 @@ class ReleaseRun:
         ledger = BudgetLedger(config.ledger_path)
         previous = ledger.find(release_id)
         _check_retry(config, mechanism, previous)
-        io.check_output_path(config.output.path, config.output.mode, release_id)
+        if config.output.format == "parquet":
+            io.check_output_path(config.output.path, config.output.mode, release_id)
+        else:
+            io.check_lake_output(config.output, release_id)
         rng = np.random.default_rng(config.seed)
         noise = NoiseSource(rng if config.seed is not None else None)
         run = cls(config, mechanism, StageLog(quiet=quiet), release_id, config.public_bounds(),
@@ -126,9 +129,10 @@ class ReleaseRun:
             spark = session.get_session(config.spark.master, config.spark.conf)
         columns = list(self.bounds.columns)
         with self.log.stage(name):
-            df = io.read_table(spark, config.input.path, config.input.format, columns)  # schema checks
-            if self._arrow_reader(columns):
-                return data_pass.exact_sums_arrow(spark, config.input.path, self.bounds, spec)
+            df = io.read_input(spark, config.input, columns)  # schema checks
+            source = self._arrow_source(columns)
+            if source is not None:
+                return data_pass.exact_sums_arrow(spark, source, self.bounds, spec)
             return data_pass.exact_sums(df, self.bounds, spec)
 
     def statistic_pass(self, sums_of: Callable[[np.ndarray], np.ndarray],
@@ -141,7 +145,7 @@ class ReleaseRun:
         with self.log.stage("spark session"):
             spark = self.spark()
         with self.log.stage(name):
-            df = io.read_table(spark, config.input.path, config.input.format, list(self.bounds.columns))
+            df = io.read_input(spark, config.input, list(self.bounds.columns))
             sums = data_pass.statistic_sums(df, self.bounds, sums_of)
         _check_rows(config, sums.rows_seen, sums.rows_invalid, sums.rows_clamped, sums.count)
         return sums
@@ -151,7 +155,7 @@ class ReleaseRun:
         to the bounds, on the driver: a per-record transformation, so neighbouring tables give
         neighbouring or equal samples. The seed is public randomness."""
         columns = list(self.bounds.columns)
-        df = io.read_table(self.spark(), self.config.input.path, self.config.input.format, columns)
+        df = io.read_input(self.spark(), self.config.input, columns)
         seed = int(self.rng.integers(2**62))
         table = (df.sample(fraction=rate, seed=seed) if rate < 1.0 else df).toArrow()
         x = np.column_stack([table.column(c).to_numpy(zero_copy_only=False).astype(np.float64)
@@ -159,11 +163,16 @@ class ReleaseRun:
         x = x[np.isfinite(x).all(axis=1)]
         return np.clip(x, self.bounds.lower, self.bounds.upper)
 
-    def _arrow_reader(self, columns: list[str]) -> bool:
-        reader = self.config.input.reader
-        if reader == "spark" or self.config.input.format != "parquet":
-            return False
-        return reader == "arrow" or data_pass.arrow_readable(self.config.input.path, columns)
+    def _arrow_source(self, columns: list[str]) -> str | list[str] | None:
+        """What the arrow reader reads (a Parquet path or a snapshot's files), or ``None`` for the
+        DataFrame pass (CSV, ``reader: spark``, or files that lack a column, e.g. partition columns)."""
+        source = self.config.input
+        if source.reader == "spark" or source.format == "csv":
+            return None
+        target: str | list[str] = io.input_files(source) or source.path
+        if source.reader == "arrow" or data_pass.arrow_readable(target, columns):
+            return target
+        return None
 
     def persist(self, accountant: PrivacyAccountant, statistics: dict[str, Any]) -> None:
         """Record the DP statistics in the ledger before anything downstream reads them."""
@@ -209,10 +218,17 @@ class ReleaseRun:
     def write(self, table: pa.Table | io.DataWriter | None, documents: dict[str, dict[str, Any]],
               manifest: dict[str, Any]) -> ReleaseReport:
         """Write the release folder atomically and mark the release complete in the ledger."""
+        output = self.config.output
         with self.log.stage("write"):
-            hashes = io.write_release(self.config.output.path, table, documents, manifest,
-                                      self.config.output.mode)
-            self.ledger.mark_complete(self.release_id, self.config.output.path, hashes)
+            if output.format == "parquet":
+                if isinstance(table, pa.Table) and output.partition_by == "date":
+                    table = io.with_date(table, io.release_date())
+                partition = "release_date" if output.partition_by == "date" else output.partition_by
+                hashes = io.write_release(output.path, table, documents, manifest, output.mode,
+                                          partition if isinstance(table, pa.Table) else None)
+            else:
+                hashes = io.write_lake_release(output, self.release_id, table, documents, manifest)
+            self.ledger.mark_complete(self.release_id, output.path, hashes)
         self.log.note(f"release {self.release_id} written to {self.config.output.path}")
         return ReleaseReport(self.config.output.path, {**manifest, "content_sha256": hashes})
 

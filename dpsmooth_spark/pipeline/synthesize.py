@@ -54,7 +54,8 @@ def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
         partitions = config.output.partitions or max(1, -(-rows // 1_000_000))
         data = io.sample_on_executors(run.spark(), result.candidates, result.weights, result.jitter,
                                       run.bounds.lower, run.bounds.upper, list(run.bounds.columns),
-                                      rows, int(run.rng.integers(2**62)), partitions)
+                                      rows, int(run.rng.integers(2**62)), partitions,
+                                      config.output.partition_by if config.output.format == "parquet" else None)
         distinct: int | None = None
     else:
         with run.log.stage("sampling"):

@@ -133,24 +133,27 @@ def statistic_sums(df: DataFrame, bounds: PublicBounds, sums_of: Callable[[np.nd
                          sum(r["clamped"] for r in result))
 
 
-def parquet_units(path: str) -> list[tuple[str, int]]:
-    """Every (file, row group) of a Parquet file or folder: the tasks of the arrow-reader pass."""
+def parquet_units(path: str | list[str]) -> list[tuple[str, int]]:
+    """Every (file, row group) of a Parquet file, folder or file list (a lake snapshot): the
+    tasks of the arrow-reader pass."""
     from pathlib import Path
 
     import pyarrow.parquet as pq
 
+    if isinstance(path, list):
+        return [(f, rg) for f in path for rg in range(pq.ParquetFile(f).metadata.num_row_groups)]
     root = Path(path)
     files = [root] if root.is_file() else sorted(
         p for p in root.rglob("*.parquet") if not any(part.startswith(("_", ".")) for part in p.relative_to(root).parts))
     return [(str(f), rg) for f in files for rg in range(pq.ParquetFile(f).metadata.num_row_groups)]
 
 
-def arrow_readable(path: str, columns: list[str]) -> bool:
+def arrow_readable(path: str | list[str], columns: list[str]) -> bool:
     """True when the arrow-reader pass applies: a local Parquet path whose files hold the columns
     (not, e.g., hive partition columns that live in folder names)."""
     import pyarrow.parquet as pq
 
-    if "://" in path:
+    if isinstance(path, str) and "://" in path:
         return False
     units = parquet_units(path)
     if not units:
@@ -159,7 +162,7 @@ def arrow_readable(path: str, columns: list[str]) -> bool:
     return set(columns) <= names
 
 
-def exact_sums_arrow(spark: SparkSession, path: str, bounds: PublicBounds, spec: int | PassSpec) -> ExactSums:
+def exact_sums_arrow(spark: SparkSession, path: str | list[str], bounds: PublicBounds, spec: int | PassSpec) -> ExactSums:
     """The same exact sums, with Spark scheduling Parquet row groups and tasks reading them with
     pyarrow directly (no JVM-to-Python row transfer). Local or mounted paths only."""
     spec = spec if isinstance(spec, PassSpec) else PassSpec(spec)

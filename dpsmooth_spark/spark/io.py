@@ -1,4 +1,5 @@
-"""Lake I/O: reading the sensitive table with schema checks, writing a release atomically."""
+"""Lake I/O: reading the sensitive table with schema checks, writing a release atomically
+(a Parquet folder here; Delta and Iceberg commits through :mod:`dpsmooth_spark.spark.lake`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 import shutil
 import uuid
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,8 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+
+from dpsmooth_spark.spark import lake
 
 NUMERIC_TYPES = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType,
                  T.DecimalType)
@@ -34,17 +38,46 @@ class OutputExistsError(FileExistsError):
     """The output folder exists and the config does not allow overwriting it."""
 
 
-def read_table(spark: SparkSession, path: str, fmt: str, columns: list[str]) -> DataFrame:
+def input_files(source: Any) -> list[str] | None:
+    """The Parquet files of a Delta/Iceberg input's current snapshot (``None`` for a plain path)."""
+    if source.format not in ("delta", "iceberg"):
+        return None
+    try:
+        return lake.snapshot_files(source.format, source.path, source.catalog).files
+    except lake.LakeError as exc:
+        raise InputError(str(exc)) from None
+
+
+def read_input(spark: SparkSession, source: Any, columns: list[str]) -> DataFrame:
+    """The configured columns of the input (an :class:`~dpsmooth_spark.config.InputConfig`) as
+    doubles. Delta and Iceberg tables are read from their current snapshot's file list."""
+    if source.format not in ("delta", "iceberg"):
+        return read_table(spark, source.path, source.format, columns)
+    try:
+        snapshot = lake.snapshot_files(source.format, source.path, source.catalog)
+    except lake.LakeError as exc:
+        raise InputError(str(exc)) from None
+    if not snapshot.files:
+        raise InputError(f"the {source.format} table {source.path} has no data files; nothing was released")
+    return read_table(spark, snapshot.base, "parquet", columns, files=snapshot.files)
+
+
+def read_table(spark: SparkSession, path: str, fmt: str, columns: list[str],
+               files: list[str] | None = None) -> DataFrame:
     """The configured columns of the input table as doubles, in config order.
 
     Parquet columns must have a numeric type. CSV values are parsed with ``try_cast``, so text
-    that is not a number becomes null and is handled by the job's invalid-row rule.
+    that is not a number becomes null and is handled by the job's invalid-row rule. ``files``
+    restricts a Parquet read to those files under the table root ``path`` (partition values
+    still come from the folder names).
     """
     if "://" not in path and not os.path.exists(path):
         raise InputError(f"input path does not exist: {path}")
     try:
         if fmt == "csv":
             df = spark.read.option("header", "true").option("inferSchema", "false").csv(path)
+        elif files is not None:
+            df = spark.read.option("basePath", path).parquet(*files)
         else:
             df = spark.read.parquet(path)
     except (AnalysisException, Py4JJavaError) as exc:
@@ -93,8 +126,18 @@ DataWriter = Callable[[Path], None]
 """Writes the synthetic table into the given (staging) ``data/`` folder, e.g. from executors."""
 
 
+def release_date() -> str:
+    """The UTC date of a release (the value of the ``release_date`` partition column)."""
+    return datetime.now(UTC).date().isoformat()
+
+
+def with_date(table: pa.Table, date: str) -> pa.Table:
+    """``table`` plus a constant ``release_date`` string column."""
+    return table.append_column("release_date", pa.array([date] * table.num_rows, pa.string()))
+
+
 def write_release(path: str, table: pa.Table | DataWriter | None, documents: dict[str, dict[str, Any]],
-                  manifest: dict[str, Any], mode: str) -> dict[str, str]:
+                  manifest: dict[str, Any], mode: str, partition_by: str | None = None) -> dict[str, str]:
     """Write ``data/`` (a table, or a writer that fills the folder), the JSON ``documents`` and
     ``manifest.json`` as one unit.
 
@@ -113,6 +156,9 @@ def write_release(path: str, table: pa.Table | DataWriter | None, documents: dic
         staging.mkdir(parents=True)
         if callable(table):
             table(staging / DATA_DIR)
+        elif table is not None and partition_by is not None:
+            pq.write_to_dataset(table, staging / DATA_DIR, partition_cols=[partition_by],
+                                max_rows_per_file=ROWS_PER_FILE, max_rows_per_group=ROWS_PER_FILE)
         elif table is not None:
             (staging / DATA_DIR).mkdir()
             for i, start in enumerate(range(0, max(table.num_rows, 1), ROWS_PER_FILE)):
@@ -127,6 +173,55 @@ def write_release(path: str, table: pa.Table | DataWriter | None, documents: dic
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
+    return hashes
+
+
+def check_lake_output(output: Any, release_id: str) -> None:
+    """Before any work: a Delta/Iceberg output table may exist only with ``overwrite`` (or when
+    this release id already committed to it: a retry)."""
+    try:
+        exists = lake.table_exists(output.format, output.path, output.catalog)
+        if exists and output.mode != "overwrite" and release_id not in lake.committed_release_ids(
+                output.format, output.path, output.catalog):
+            raise OutputExistsError(f"output {output.format} table exists: {output.path} "
+                                    "(set output.mode: overwrite to replace its rows)")
+    except lake.LakeError as exc:
+        raise InputError(str(exc)) from None
+
+
+def write_lake_release(output: Any, release_id: str, table: pa.Table | DataWriter | None,
+                       documents: dict[str, dict[str, Any]], manifest: dict[str, Any]) -> dict[str, str]:
+    """Publish a release to a Delta or Iceberg table (see :mod:`dpsmooth_spark.spark.lake`).
+
+    The synthetic rows are staged as Parquet, the documents are written atomically to the side
+    folder, then one commit carrying the release id publishes the rows. A retry whose commit is
+    already in the table rewrites the documents only. Returns the documents' SHA-256.
+    """
+    fmt, path, catalog_cfg = output.format, output.path, output.catalog
+    side = lake.side_folder(fmt, path, catalog_cfg, release_id)
+    side.parent.mkdir(parents=True, exist_ok=True)
+    date = output.partition_by == "date"
+    partition = "release_date" if date else output.partition_by
+    manifest = {**manifest, "output": {**manifest.get("output", {}), "format": fmt, "table": path,
+                                      "documents": str(side), "commit_property": {lake.RELEASE_KEY: release_id},
+                                      "partition_by": partition}}
+    hashes = write_release(str(side), None, documents, manifest, "overwrite")
+    if table is None or release_id in lake.committed_release_ids(fmt, path, catalog_cfg):
+        return hashes
+    staged = lake.staging_folder(fmt, path, catalog_cfg)
+    try:
+        staged.mkdir(parents=True)
+        if callable(table):
+            table(staged / DATA_DIR)
+        else:
+            for i, start in enumerate(range(0, max(table.num_rows, 1), ROWS_PER_FILE)):
+                pq.write_table(table.slice(start, ROWS_PER_FILE), staged / f"part-{i:05d}.parquet")
+        lake.commit(fmt, path, catalog_cfg, staged, output.mode, release_id, partition,
+                    {"release_date": release_date()} if date else {})
+    except lake.LakeError as exc:
+        raise OutputExistsError(str(exc)) from None
+    finally:
+        lake.remove(staged)
     return hashes
 
 
@@ -166,12 +261,13 @@ def _fsync_tree(root: Path) -> None:
 
 def sample_on_executors(spark: SparkSession, candidates: np.ndarray, weights: np.ndarray,
                         jitter: np.ndarray, lower: np.ndarray, upper: np.ndarray, columns: list[str],
-                        rows: int, seed: int, partitions: int) -> DataWriter:
+                        rows: int, seed: int, partitions: int, partition_by: str | None = None) -> DataWriter:
     """A writer that draws ``rows`` records inside the executors and writes them as Parquet.
 
     The support (``C x d``), weights and jitter are broadcast with the task closure; partition
     ``p`` draws its share of the rows with ``numpy.random.default_rng([seed, p])``, so a release
-    seed fixes the output whatever the cluster. The driver never holds the rows.
+    seed fixes the output whatever the cluster. The driver never holds the rows. ``partition_by``
+    (a column or ``date``) writes Hive-style partition folders.
     """
     from dpsmooth_spark.core.basis import unscale_from_unit
     from dpsmooth_spark.core.sampling import sample_records
@@ -192,6 +288,13 @@ def sample_on_executors(spark: SparkSession, candidates: np.ndarray, weights: np
 
     def write(folder: Path) -> None:
         ids = spark.range(0, partitions, numPartitions=partitions)
-        ids.mapInArrow(draw, schema).write.mode("errorifexists").parquet(str(folder))
+        rows_df = ids.mapInArrow(draw, schema)
+        writer = rows_df.write.mode("errorifexists")
+        if partition_by == "date":
+            writer = rows_df.withColumn("release_date", F.lit(release_date())).write.mode("errorifexists")
+            writer = writer.partitionBy("release_date")
+        elif partition_by is not None:
+            writer = writer.partitionBy(partition_by)
+        writer.parquet(str(folder))
 
     return write
