@@ -187,14 +187,20 @@ class BernsteinRelease:
     details: dict[str, Any]
 
     def evaluate(self, points: np.ndarray, h: int | None = None) -> np.ndarray:
-        """``F~(y)`` at points ``(m, l)`` in original units (clipped to the box)."""
+        """``F~(y)`` at points ``(m, l)`` in original units (clipped to the box). A density is
+        clipped to its possible range ``[0, sup K_H]`` (post-processing)."""
         unit = to_unit(np.atleast_2d(points), self.lower, self.upper)
-        return bernstein.evaluate(self.values, self.k, h or self.h, unit)
+        return self._range(bernstein.evaluate(self.values, self.k, h or self.h, unit))
 
     def nearest(self, points: np.ndarray) -> np.ndarray:
         """The baseline of Section 4.2: the noisy value at the nearest lattice point."""
-        return bernstein.nearest_lattice(self.values, self.k,
-                                         to_unit(np.atleast_2d(points), self.lower, self.upper))
+        return self._range(bernstein.nearest_lattice(self.values, self.k,
+                                                     to_unit(np.atleast_2d(points), self.lower, self.upper)))
+
+    def _range(self, values: np.ndarray) -> np.ndarray:
+        if self.function != "kde":
+            return values
+        return np.clip(values, 0.0, kde_sup(np.asarray(self.details["bandwidths"], dtype=np.float64)))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form, written as ``bernstein.json``."""
