@@ -162,9 +162,13 @@ def arrow_readable(path: str | list[str], columns: list[str]) -> bool:
     return set(columns) <= names
 
 
-def exact_sums_arrow(spark: SparkSession, path: str | list[str], bounds: PublicBounds, spec: int | PassSpec) -> ExactSums:
+def exact_sums_arrow(spark: SparkSession, path: str | list[str], bounds: PublicBounds, spec: int | PassSpec,
+                     task_hook: Callable[[], None] | None = None) -> ExactSums:
     """The same exact sums, with Spark scheduling Parquet row groups and tasks reading them with
-    pyarrow directly (no JVM-to-Python row transfer). Local or mounted paths only."""
+    pyarrow directly (no JVM-to-Python row transfer). Local or mounted paths only.
+
+    ``task_hook`` runs at the start of every task (fault injection in the reliability tests).
+    """
     spec = spec if isinstance(spec, PassSpec) else PassSpec(spec)
     units = parquet_units(path)
     columns = list(bounds.columns)
@@ -172,6 +176,9 @@ def exact_sums_arrow(spark: SparkSession, path: str | list[str], bounds: PublicB
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow.parquet as pq
+
+        if task_hook is not None:
+            task_hook()
 
         def arrays() -> Iterator[np.ndarray]:
             for batch in batches:

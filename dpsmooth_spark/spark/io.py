@@ -209,6 +209,8 @@ def write_lake_release(output: Any, release_id: str, table: pa.Table | DataWrite
     if table is None or release_id in lake.committed_release_ids(fmt, path, catalog_cfg):
         return hashes
     staged = lake.staging_folder(fmt, path, catalog_cfg)
+    for leftover in staged.parent.glob("staging-*"):  # from a job killed before its commit
+        lake.remove(leftover)
     try:
         staged.mkdir(parents=True)
         if callable(table):

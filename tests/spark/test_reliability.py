@@ -160,6 +160,32 @@ def test_task_failure_and_retry_do_not_change_the_statistics(spark, wdbc_bounds,
     assert retried.rows_seen == clean.rows_seen == 569
 
 
+def test_arrow_reader_task_failure_and_retry_do_not_change_the_statistics(spark, wdbc_bounds, tmp_path):
+    """The same for the arrow reader (the default for local Parquet): a task that dies on its first
+    attempt after reading is retried by Spark and the exact sums do not change."""
+    from pyspark import TaskContext
+
+    from dpsmooth_spark.spark.data_pass import exact_sums_arrow
+
+    marker = tmp_path / "arrow-fault-injected"
+    source = tmp_path / "groups.parquet"
+    wdbc = pq.read_table(Path(__file__).resolve().parents[2] / "data" / "wdbc.parquet")
+    pq.write_table(wdbc, source, row_group_size=100)  # 6 row groups -> several tasks
+    bounds = PublicBounds.from_mapping(wdbc_bounds)
+    clean = exact_sums_arrow(spark, str(source), bounds, 2)
+
+    def fail_first_attempt() -> None:
+        ctx = TaskContext.get()
+        if ctx is not None and ctx.attemptNumber() == 0 and ctx.partitionId() == 1:
+            marker.write_text("attempt 0 failed")
+            raise RuntimeError("injected executor fault")
+
+    retried = exact_sums_arrow(spark, str(source), bounds, 2, task_hook=fail_first_attempt)
+    assert marker.exists()
+    assert (retried.gram == clean.gram).all()
+    assert retried.rows_seen == clean.rows_seen == 569
+
+
 SENTINEL = 0.7316492851
 
 
