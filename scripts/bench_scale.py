@@ -2,6 +2,7 @@
 
     python scripts/bench_scale.py                 # 10^6, 10^7, 10^8 (about 40 minutes, 25 GB disk)
     python scripts/bench_scale.py --sizes 6 7     # a subset (exponents of 10)
+    python scripts/bench_scale.py --d 10 --sizes 6 7   # narrower tables (the kernel is cheaper)
 
 Each table (correlated Gaussian, clipped to [-1, 1], float64, row groups of 250,000 rows, files of
 10^7 rows) is generated once under ``build/scale/`` and reused. For each size, in a fresh process:
@@ -10,7 +11,8 @@ Each table (correlated Gaussian, clipped to [-1, 1], float64, row groups of 250,
   (reading more would only repeat the same rate; the row says how many rows it read);
 * ``job``: the full release (``run_synthesize``, default config, ``local[2]``, arrow reader), with the
   stage times from its manifest; the Python driver's peak RSS (``ru_maxrss``) and the peak RSS of the
-  JVM (which in local mode hosts the executors as well as the driver), sampled every 0.5 s.
+  JVM (which in local mode hosts the executors as well as the driver), sampled every 0.5 s; below
+  10^8 rows also the data pass alone, run again in the same session (warm: no start-up costs).
 
 Writes ``benchmarks/scale.json``.
 """
@@ -61,7 +63,7 @@ def make_table(n: int, d: int = D) -> Path:
     return folder
 
 
-def run_numpy(folder: str, n: int) -> dict:
+def run_numpy(folder: str, n: int, d: int) -> dict:
     import pyarrow.parquet as pq
 
     from dpsmooth_spark.core.basis import partial_sums
@@ -76,11 +78,11 @@ def run_numpy(folder: str, n: int) -> dict:
             for b in pq.ParquetFile(path).iter_batches(batch_size=65_536):
                 if seen >= limit:
                     return
-                yield np.column_stack([b.column(i).to_numpy() for i in range(D)])
+                yield np.column_stack([b.column(i).to_numpy() for i in range(d)])
                 seen += b.num_rows
 
     start = time.perf_counter()
-    sums = partial_sums(batches(), -np.ones(D), np.ones(D), degree)
+    sums = partial_sums(batches(), -np.ones(d), np.ones(d), degree)
     seconds = time.perf_counter() - start
     return {"rows_read": sums.rows_seen, "seconds": seconds, "rows_per_s": sums.rows_seen / seconds}
 
@@ -125,13 +127,14 @@ class JvmPeak:
         return self.peak_mb
 
 
-def run_job(folder: str, n: int) -> dict:
+def run_job(folder: str, n: int, d: int) -> dict:
     from dpsmooth_spark.config import parse_config
     from dpsmooth_spark.pipeline.synthesize import run_synthesize
+    from dpsmooth_spark.spark import data_pass, session
 
-    out = str(BUILD / f"release_n{n}")
+    out = str(BUILD / f"release_n{n}_d{d}")
     config = parse_config({
-        "input": {"path": folder}, "columns": [{"name": f"c{i}", "lower": -1, "upper": 1} for i in range(D)],
+        "input": {"path": folder}, "columns": [{"name": f"c{i}", "lower": -1, "upper": 1} for i in range(d)],
         "privacy": {"epsilon": 1.0}, "output": {"path": out, "mode": "overwrite", "rows": 100_000},
         "ledger": {"path": out + ".ledger.sqlite"}, "spark": {"master": "local[2]"},
     })
@@ -141,7 +144,14 @@ def run_job(folder: str, n: int) -> dict:
     total = time.perf_counter() - start
     stages = report.manifest["stage_seconds"]
     pass_seconds = stages.get("data pass", float("nan"))
+    warm = None
+    if n < 10**8:
+        start = time.perf_counter()
+        data_pass.exact_sums_arrow(session.get_session(), folder, config.public_bounds(),
+                                   config.mechanism.pass_spec())
+        warm = n / (time.perf_counter() - start)
     return {"total_seconds": total, "stage_seconds": stages, "pass_rows_per_s": n / pass_seconds,
+            "warm_pass_rows_per_s": warm,
             "basis_size": report.manifest["mechanism"]["basis"]["size"],
             "driver_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "jvm_peak_rss_mb": jvm.stop()}
@@ -150,25 +160,26 @@ def run_job(folder: str, n: int) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", nargs="*", type=int, default=[6, 7, 8], help="exponents of 10")
+    ap.add_argument("--d", type=int, default=D, help="columns")
     ap.add_argument("--generate-only", action="store_true")
-    ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        mode, folder, n = args.child
-        result = run_numpy(folder, int(n)) if mode == "numpy" else run_job(folder, int(n))
+        mode, folder, n, d = args.child
+        result = run_numpy(folder, int(n), int(d)) if mode == "numpy" else run_job(folder, int(n), int(d))
         print("RESULT " + json.dumps(result), flush=True)
         return
     out_path = ROOT / "benchmarks" / "scale.json"
     previous = json.loads(out_path.read_text())["sizes"] if out_path.exists() else []
-    rows = {r["n"]: r for r in previous}
+    rows = {(r["n"], r["d"]): r for r in previous}
     for exponent in args.sizes:
         n = 10**exponent
-        folder = make_table(n)
+        folder = make_table(n, args.d)
         if args.generate_only:
             continue
-        row: dict = {"n": n, "d": D}
+        row: dict = {"n": n, "d": args.d}
         for mode in ("numpy", "job"):
-            proc = subprocess.run([sys.executable, __file__, "--child", mode, str(folder), str(n)],
+            proc = subprocess.run([sys.executable, __file__, "--child", mode, str(folder), str(n), str(args.d)],
                                   check=False, capture_output=True, text=True)
             if proc.returncode != 0:
                 sys.stderr.write(proc.stderr[-4000:])
@@ -176,13 +187,15 @@ def main() -> None:
             row[mode] = json.loads([x for x in proc.stdout.splitlines() if x.startswith("RESULT ")][-1][7:])
         row["pass_over_numpy_1proc"] = row["job"]["pass_rows_per_s"] / row["numpy"]["rows_per_s"]
         row["pass_over_numpy_2cores"] = row["pass_over_numpy_1proc"] / 2
-        rows[n] = row
+        if row["job"]["warm_pass_rows_per_s"]:
+            row["warm_pass_over_numpy_2cores"] = row["job"]["warm_pass_rows_per_s"] / row["numpy"]["rows_per_s"] / 2
+        rows[(n, args.d)] = row
         print(json.dumps({"n": n, "total_s": row["job"]["total_seconds"],
                           "pass_rows_per_s": row["job"]["pass_rows_per_s"],
                           "numpy_rows_per_s": row["numpy"]["rows_per_s"],
                           "driver_rss_mb": row["job"]["driver_peak_rss_mb"],
                           "jvm_rss_mb": row["job"]["jvm_peak_rss_mb"]}), flush=True)
-        out_path.write_text(json.dumps({"machine": "2 cores, local[2]", "d": D,
+        out_path.write_text(json.dumps({"machine": "2 cores, local[2]",
                                         "sizes": [rows[k] for k in sorted(rows)]}, indent=1))
 
 

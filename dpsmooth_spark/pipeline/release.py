@@ -129,10 +129,11 @@ class ReleaseRun:
             spark = session.get_session(config.spark.master, config.spark.conf)
         columns = list(self.bounds.columns)
         with self.log.stage(name):
-            df = io.read_input(spark, config.input, columns)  # schema checks
             source = self._arrow_source(columns)
             if source is not None:
+                io.check_parquet_columns(source, columns)  # the schema checks, without a Spark job
                 return data_pass.exact_sums_arrow(spark, source, self.bounds, spec)
+            df = io.read_input(spark, config.input, columns)  # schema checks
             return data_pass.exact_sums(df, self.bounds, spec)
 
     def statistic_pass(self, sums_of: Callable[[np.ndarray], np.ndarray],
@@ -170,8 +171,11 @@ class ReleaseRun:
         if source.reader == "spark" or source.format == "csv":
             return None
         target: str | list[str] = io.input_files(source) or source.path
-        if source.reader == "arrow" or data_pass.arrow_readable(target, columns):
-            return target
+        try:
+            if source.reader == "arrow" or data_pass.arrow_readable(target, columns):
+                return target
+        except (OSError, pa.ArrowException):
+            pass  # not readable as Parquet here: the DataFrame path reports it
         return None
 
     def persist(self, accountant: PrivacyAccountant, statistics: dict[str, Any]) -> None:

@@ -95,6 +95,28 @@ def read_table(spark: SparkSession, path: str, fmt: str, columns: list[str],
     return df.select(*[F.col(f"`{c}`").try_cast("double").alias(c) for c in columns])
 
 
+def check_parquet_columns(path: str | list[str], columns: list[str]) -> None:
+    """The schema checks of :func:`read_table` from the first Parquet file's footer (pyarrow, no
+    Spark job): the columns exist and are numeric. Used before the arrow-reader pass."""
+    from dpsmooth_spark.spark.data_pass import parquet_units
+
+    try:
+        units = parquet_units(path)
+        if not units:
+            raise InputError(f"no Parquet files at {path}")
+        schema = pq.read_schema(units[0][0])
+    except (OSError, pa.ArrowException) as exc:
+        raise InputError(f"cannot read parquet input at {path}: {str(exc).splitlines()[0]}") from None
+    missing = [c for c in columns if c not in schema.names]
+    if missing:
+        raise InputError(f"columns not found in input: {missing}; the table has {sorted(schema.names)}")
+    wrong = {c: str(schema.field(c).type) for c in columns
+             if not (pa.types.is_integer(schema.field(c).type) or pa.types.is_floating(schema.field(c).type)
+                     or pa.types.is_decimal(schema.field(c).type))}
+    if wrong:
+        raise InputError(f"columns must be numeric, found {wrong}")
+
+
 def _first_line(exc: Exception) -> str:
     if isinstance(exc, Py4JJavaError):
         return str(exc.java_exception.getMessage()).splitlines()[0]
