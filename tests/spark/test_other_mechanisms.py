@@ -58,6 +58,10 @@ def test_kde_release_job(spark, tmp_path, wdbc_config_dict, wdbc_table):
                           timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["values"] == pytest.approx(release.evaluate(np.array([[14, 19], [20, 25]])).tolist())
+    for bad, message in (("[[14]]", "2 coordinates"), ("not json", "JSON list"), ("[[1, NaN]]", "")):
+        proc = subprocess.run([sys.executable, "-m", "dpsmooth_spark", "query", "--release", str(out),
+                               "--points", bad], capture_output=True, text=True, timeout=120, check=False)
+        assert proc.returncode == 2 and message in proc.stderr, proc.stderr
     # a retry reuses the persisted lattice: same values, no new budget
     again = BernsteinRelease.load(run_release_function(parse_config(raw), quiet=True).output_path)
     np.testing.assert_array_equal(again.values, release.values)

@@ -45,6 +45,17 @@ def broken(base: dict, path: str, value) -> dict:
         ("outptu", {}, "outptu: unknown key"),
         ("seed", 7, "seed is only allowed with test_mode"),
         ("release_id", "a b/../c", "release_id"),
+        ("input.format", "iceberg", "input.catalog is required with format iceberg"),
+        ("output.format", "iceberg", "output.catalog is required with format iceberg"),
+        ("output.format", "orc", "output.format"),
+        ("output.partition_by", "nope", "output.partition_by must be a configured column or 'date'"),
+        ("bernstein", {"function": "svm"}, "bernstein.label is required"),
+        ("bernstein", {"columns": ["nope"]}, "bernstein.columns are not configured columns"),
+        ("bernstein", {"function": "svm", "label": "malignant", "columns": ["malignant"]},
+         "bernstein.label cannot also be one of bernstein.columns"),
+        ("bernstein", {"k": 0}, "bernstein.k"),
+        ("distance", {"metric": "bourgain"}, "distance.queries"),
+        ("distance", {"metric": "cosine"}, "distance.metric"),
     ],
 )
 def test_bad_values_name_the_key(wdbc_config_dict, path, value, fragment):
@@ -89,3 +100,13 @@ def test_pair_columns_must_be_configured(wdbc_config_dict):
     data["mechanism"] = {"pair_columns": ["nope"]}
     with pytest.raises(ConfigError, match="pair_columns"):
         parse_config(data)
+
+
+def test_iceberg_paths_are_identifiers_and_the_ledger_lives_in_the_warehouse(wdbc_config_dict, tmp_path):
+    data = copy.deepcopy(wdbc_config_dict)
+    data["output"] = {"path": "synth.wdbc", "format": "iceberg",
+                      "catalog": {"uri": f"sqlite:///{tmp_path}/c.db", "warehouse": str(tmp_path / "wh")}}
+    config = parse_config(data, base_dir=tmp_path)
+    assert config.output.path == "synth.wdbc"  # not resolved as a file path
+    assert config.ledger_path == str(tmp_path / "wh" / "dpsmooth_ledger.sqlite")
+    assert config.bernstein_axes() == config.column_names  # no label: every column
