@@ -180,7 +180,7 @@ def write_release(path: str, table: pa.Table | DataWriter | None, documents: dic
             table(staging / DATA_DIR)
         elif table is not None and partition_by is not None:
             pq.write_to_dataset(table, staging / DATA_DIR, partition_cols=[partition_by],
-                                max_rows_per_file=ROWS_PER_FILE, max_rows_per_group=ROWS_PER_FILE)
+                                max_rows_per_file=1 << 20)
         elif table is not None:
             (staging / DATA_DIR).mkdir()
             for i, start in enumerate(range(0, max(table.num_rows, 1), ROWS_PER_FILE)):

@@ -113,3 +113,21 @@ def test_missing_lake_tables_are_clear_errors(spark, tmp_path):
                               {"path": str(tmp_path / "o")}))
     with pytest.raises(io.InputError, match="no Iceberg table"):
         io.read_input(spark, cfg.input, list(COLUMNS))
+
+
+@pytest.mark.parametrize(("sampling", "partition_by"), [("driver", "date"), ("executors", "label")])
+def test_partitioned_parquet_release(spark, tmp_path, sampling, partition_by):
+    source = tmp_path / "in.parquet"
+    pq.write_table(table(2000, 4), source)
+    out = tmp_path / "release"
+    data = config(tmp_path, {"path": str(source)},
+                  {"path": str(out), "partition_by": partition_by, "sampling": sampling, "partitions": 2},
+                  mechanism={"candidates": 200, "jitter": 0.0})
+    run_synthesize(parse_config(data), quiet=True)
+    folders = sorted(p.name for p in (out / "data").iterdir() if p.is_dir())
+    key = "release_date" if partition_by == "date" else "label"
+    assert folders and all(name.startswith(f"{key}=") for name in folders)
+    rows = pq.read_table(out / "data")  # hive partitions come back as a column
+    assert rows.num_rows == 500 and key in rows.column_names
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert all(name.startswith("data/") for name in manifest["content_sha256"] if name != "summary.json")
