@@ -14,13 +14,14 @@ from dpsmooth_spark.evaluation.evaluate import QuerySets, evaluate
 from dpsmooth_spark.evaluation.queries import PAPER_WDBC_EPS1
 from dpsmooth_spark.evaluation.report import write_report
 from dpsmooth_spark.pipeline.progress import StageLog
-from dpsmooth_spark.spark import data_pass, io, session
+from dpsmooth_spark.spark import data_pass, io, lake, session
 
 
 def run_evaluate(config: ReleaseConfig, synthetic_path: str, out_dir: str, label: str | None = None,
                  queries: int = 10_000, sample_rows: int = 100_000, seed: int = 2016,
                  quiet: bool = False) -> dict[str, Any]:
-    """Evaluate ``synthetic_path`` (a release folder or Parquet) against the config's input table.
+    """Evaluate ``synthetic_path`` (a release folder, a Delta release, or Parquet) against the
+    config's input table.
 
     The real-side query answers come from one Spark pass over the whole table; row-level metrics
     use at most ``sample_rows`` real and synthetic rows. Writes ``metrics.json`` and
@@ -37,9 +38,13 @@ def run_evaluate(config: ReleaseConfig, synthetic_path: str, out_dir: str, label
     rng = np.random.default_rng(seed)
 
     release = Path(synthetic_path)
-    data_path = release / "data" if (release / "data").exists() else release
+    documents = release
     with log.stage("read synthetic table"):
-        table = pq.read_table(data_path, columns=columns)
+        if (release / "_delta_log").exists():  # a Delta release: its snapshot and side folder
+            table, side = lake.read_delta_release(str(release), columns)
+            documents = side or release
+        else:
+            table = pq.read_table(release / "data" if (release / "data").exists() else release, columns=columns)
         synthetic = bounds.scale(np.column_stack([table[c].to_numpy() for c in columns]))
         if synthetic.shape[0] > sample_rows:
             synthetic = synthetic[rng.choice(synthetic.shape[0], sample_rows, replace=False)]
@@ -56,8 +61,8 @@ def run_evaluate(config: ReleaseConfig, synthetic_path: str, out_dir: str, label
         valid = df.dropna()
         sample = (valid.sample(fraction=fraction, seed=seed) if fraction < 1 else valid).toArrow()
         real = bounds.scale(np.column_stack([sample[c].to_numpy() for c in columns]))
-    manifest = _json(release / "manifest.json")
-    summary = _json(release / "summary.json")
+    manifest = _json(documents / "manifest.json")
+    summary = _json(documents / "summary.json")
     with log.stage("metrics"):
         metrics = evaluate(real, synthetic, columns, query_sets, sums / rows, label_index, summary, seed)
         metrics["release"] = _describe(release, manifest, queries)

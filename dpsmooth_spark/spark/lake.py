@@ -186,6 +186,15 @@ def commit(fmt: str, path: str, catalog_cfg: Any, staged: Path, mode: str, relea
             tx.append(pa.Table.from_batches([batch], schema), snapshot_properties=properties)
 
 
+def read_delta_release(path: str, columns: list[str]) -> tuple[pa.Table, Path | None]:
+    """The rows of a Delta release (current snapshot) and the side folder of its latest release."""
+    from deltalake import DeltaTable
+
+    table = DeltaTable(path)
+    ids = [h[RELEASE_KEY] for h in table.history() if RELEASE_KEY in h]  # newest first
+    return table.to_pyarrow_table(columns=columns), (Path(path) / SIDE_DIR / ids[0]) if ids else None
+
+
 def remove(folder: Path) -> None:
     """Delete a staging folder (best effort)."""
     shutil.rmtree(folder, ignore_errors=True)

@@ -80,6 +80,11 @@ def test_synthesize_to_delta_partitioned_then_retry_and_refusals(spark, tmp_path
     run_synthesize(parse_config(over), quiet=True)
     assert DeltaTable(out).to_pyarrow_table().num_rows == 500
     assert DeltaTable(out).version() == delta.version() + 1
+    # the evaluate job reads a Delta release: its snapshot's rows and the latest release's documents
+    from dpsmooth_spark.pipeline.evaluate import run_evaluate
+
+    metrics = run_evaluate(parse_config(data), out, str(tmp_path / "report"), None, 200, 2000, quiet=True)
+    assert metrics["release"]["release_id"] == "rel-2"
 
 
 def test_iceberg_round_trip(spark, tmp_path):
