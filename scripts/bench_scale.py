@@ -1,6 +1,6 @@
 """Lake-scale run: the full ``synthesize`` job at 10^6, 10^7 and 10^8 rows x d = 30 on local[2].
 
-    python scripts/bench_scale.py                 # 10^6, 10^7, 10^8 (about 40 minutes, 25 GB disk)
+    python scripts/bench_scale.py                 # 10^6, 10^7, 10^8 (about 30 minutes, 29 GB disk)
     python scripts/bench_scale.py --sizes 6 7     # a subset (exponents of 10)
     python scripts/bench_scale.py --d 10 --sizes 6 7   # narrower tables (the kernel is cheaper)
 

@@ -60,6 +60,9 @@ class SmoothPCAParams(BaseModel):
         uniform_fraction: share of the C candidates drawn uniformly from the whole cube (wide
             support lets the LP reach noisy targets the private cloud cannot).
         auto_noise_target: per-function noise standard deviation (normalised) that ``auto`` allows.
+        max_functions: largest basis (R, before anchor terms) that ``auto`` may pick; caps the
+            driver LP, whose time grows about as R^2 C (measured at C = 3000: R = 527 about 12 s,
+            R = 1395 about 140 s; docs/benchmarks.md). ``None``: no cap.
         lp_solver: OR-Tools backend.
         pair_columns: anchor columns (e.g. a label) whose first-order interaction with every
             other column is added to the basis (``T_1(x_a) T_1(x_j)``): keeps their correlations
@@ -80,6 +83,7 @@ class SmoothPCAParams(BaseModel):
     jitter: float = Field(default=0.3, ge=0, le=2)
     uniform_fraction: float = Field(default=0.0, ge=0, le=1)
     auto_noise_target: float = Field(default=0.02, gt=0)
+    max_functions: int | None = Field(default=None, ge=1)
     lp_solver: Literal["glop", "pdlp", "clp"] = "glop"
     pair_columns: tuple[str, ...] = ()
 
@@ -133,7 +137,10 @@ def choose_basis(
     options = [spec for spec in AUTO_BASES if params.degree is None or spec[1] <= params.degree]
     chosen = build_basis(options[0][0], d, options[0][1]).with_anchor_pairs(anchors)
     for kind, degree in options[1:]:
-        candidate = build_basis(kind, d, degree).with_anchor_pairs(anchors)
+        base = build_basis(kind, d, degree)
+        if params.max_functions is not None and base.size > params.max_functions:
+            continue
+        candidate = base.with_anchor_pairs(anchors)
         if per_function_noise(candidate.size, noisy_count, accountant, budget) <= params.auto_noise_target:
             chosen = candidate
     return chosen

@@ -115,3 +115,15 @@ def test_unusual_shapes_release_valid_tables(rng, d, rows, constant):
     for n in names:
         assert out[n].shape == (50,) and np.all((out[n] >= 0) & (out[n] <= 1))
     assert synth.accountant_.spent_epsilon() == pytest.approx(1.0)
+
+
+def test_max_functions_caps_the_auto_basis():
+    """At d = 30 and a large count, auto picks pairwise degree 3 (R = 1395); a cap of 500 keeps
+    the largest affordable option within it (pairwise degree 2: R = 495)."""
+    from dpsmooth_spark.mechanisms.smooth_pca import choose_basis
+    from dpsmooth_spark.privacy.accountant import PrivacyAccountant
+
+    accountant = PrivacyAccountant(1.0)
+    free = choose_basis(SmoothPCAParams(), 30, 1e8, accountant, 0.85)
+    capped = choose_basis(SmoothPCAParams(max_functions=500), 30, 1e8, accountant, 0.85)
+    assert (free.size, capped.size) == (1395, 495)
