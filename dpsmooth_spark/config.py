@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -43,7 +43,21 @@ class CatalogConfig(_Strict):
     name: str = "dpsmooth"
 
 
-class InputConfig(_Strict):
+class _TableLocation(_Strict):
+    """Input and output share this rule: an Iceberg table needs a catalog, other formats none."""
+
+    _section: ClassVar[str] = ""
+    format: str
+    catalog: CatalogConfig | None = None
+
+    @model_validator(mode="after")
+    def _catalog_for_iceberg(self) -> _TableLocation:
+        if (self.format == "iceberg") != (self.catalog is not None):
+            raise ValueError(f"{self._section}.catalog is required with format iceberg, and only then")
+        return self
+
+
+class InputConfig(_TableLocation):
     """Where the sensitive table is and what to do with unusable rows.
 
     Attributes:
@@ -66,19 +80,13 @@ class InputConfig(_Strict):
             operator only and never written to a release.
     """
 
+    _section: ClassVar[str] = "input"
     path: str
     format: Literal["parquet", "csv", "delta", "iceberg"] = "parquet"
-    catalog: CatalogConfig | None = None
     table_id: str | None = Field(default=None, min_length=1)
     reader: Literal["auto", "spark", "arrow"] = "auto"
     on_invalid: Literal["error", "drop"] = "error"
     max_clamped_fraction: float = Field(default=0.5, ge=0.0, le=1.0)
-
-    @model_validator(mode="after")
-    def _catalog_for_iceberg(self) -> InputConfig:
-        if (self.format == "iceberg") != (self.catalog is not None):
-            raise ValueError("input.catalog is required with format iceberg, and only then")
-        return self
 
 
 class ColumnConfig(_Strict):
@@ -111,7 +119,7 @@ class PrivacyConfig(_Strict):
         return value
 
 
-class OutputConfig(_Strict):
+class OutputConfig(_TableLocation):
     """Where the release goes.
 
     Attributes:
@@ -131,6 +139,7 @@ class OutputConfig(_Strict):
         partitions: output files when sampling on executors (default: one per million rows).
     """
 
+    _section: ClassVar[str] = "output"
     path: str
     rows: int | None = Field(default=None, ge=1, le=10**12)
     mode: Literal["error", "overwrite"] = "error"
@@ -138,13 +147,6 @@ class OutputConfig(_Strict):
     partitions: int | None = Field(default=None, ge=1, le=100_000)
     format: Literal["parquet", "delta", "iceberg"] = "parquet"
     partition_by: str | None = Field(default=None, min_length=1)
-    catalog: CatalogConfig | None = None
-
-    @model_validator(mode="after")
-    def _catalog_for_iceberg(self) -> OutputConfig:
-        if (self.format == "iceberg") != (self.catalog is not None):
-            raise ValueError("output.catalog is required with format iceberg, and only then")
-        return self
 
 
 class LedgerConfig(_Strict):
