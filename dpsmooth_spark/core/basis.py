@@ -347,6 +347,20 @@ def tensor_products(x: np.ndarray, t: int) -> np.ndarray:
     return out
 
 
+def valid_rows(batch: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> tuple[np.ndarray, int, int]:
+    """The per-record treatment of every data pass (docs/privacy.md section 2): rows with a NaN or
+    infinite value (nulls arrive as NaN) are left out, the others are clamped to the public bounds.
+
+    Returns:
+        ``(kept rows clamped, rows left out, kept rows that had a value outside the bounds)``.
+    """
+    finite = np.isfinite(batch).all(axis=1)
+    if not finite.all():
+        batch = batch[finite]
+    outside = int(((batch < lower) | (batch > upper)).any(axis=1).sum())
+    return np.clip(batch, lower, upper), int(finite.size - batch.shape[0]), outside
+
+
 def partial_sums(
     batches: Iterable[np.ndarray],
     lower: np.ndarray,
@@ -375,13 +389,10 @@ def partial_sums(
     for batch in batches:
         batch = np.asarray(batch, dtype=np.float64).reshape(-1, d)
         seen += batch.shape[0]
-        finite = np.isfinite(batch).all(axis=1)
-        invalid += int(batch.shape[0] - finite.sum())
-        if not finite.all():
-            batch = batch[finite]
-        outside = ((batch < lower) | (batch > upper)).any(axis=1)
-        clamped += int(outside.sum())
-        x = np.clip(scale_to_unit(batch, lower, upper), -1.0, 1.0)
+        batch, bad, outside = valid_rows(batch, lower, upper)
+        invalid += bad
+        clamped += outside
+        x = scale_to_unit(batch, lower, upper)
         if spec.grid_points is not None:
             x = snap_to_grid(x, spec.grid_points)
         for start in range(0, x.shape[0], GEMM_CHUNK_ROWS):

@@ -38,7 +38,7 @@ from scipy.optimize import minimize
 
 from dpsmooth_spark.core import bernstein
 from dpsmooth_spark.mechanisms.stages import release_count
-from dpsmooth_spark.privacy.accountant import PrivacyAccountant
+from dpsmooth_spark.privacy.accountant import PrivacyAccountant, epsilon_for
 from dpsmooth_spark.privacy.noise import NoiseSource
 
 MAX_LATTICE = 250_000
@@ -231,8 +231,6 @@ def lattice_noise_scale(sensitivity: float, points: int, budget: float, params: 
     if accountant.pure or params.scale == "zcdp":
         return accountant.noise_scale(sensitivity, budget, invocations=points)
     # Theorem 7 at the (epsilon, delta) this stage's rho converts to
-    from dpsmooth_spark.privacy.accountant import epsilon_for
-
     eps = epsilon_for(budget, accountant.delta)
     return 2.0 * sensitivity * math.sqrt(2.0 * points * math.log(1.0 / accountant.delta)) / eps
 

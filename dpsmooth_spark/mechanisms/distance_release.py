@@ -56,8 +56,9 @@ class DistanceParams(BaseModel):
             on the unit-scaled cube, through the 1-sensitive Bourgain embedding of ``queries``).
         alpha: per-coordinate target error of the learned functions (normalised axis, range
             [0, 1]); ``None`` picks the smallest target the budget supports (:func:`plan`).
-        grid: query-grid points per coordinate (Theorem 3.2's grid has spacing ``alpha``);
-            ``None`` = ``ceil(1 / alpha) + 1``.
+        grid: query-grid points per coordinate, used whole; ``None``: the data pass evaluates a
+            fine grid (:data:`FINE_GRID_POINTS`) and the plan uses every point about ``alpha``
+            apart (Theorem 3.2's grid).
         max_updates: tangent updates the sparse vector pays for, over all coordinates; ``None`` =
             coordinates x Lemma 3.2's mistake bound at ``alpha / 2``.
         passes: sweeps over the grid (later sweeps catch errors that earlier tangents left).
@@ -239,7 +240,6 @@ def _tangent_sensitivity(accountant: PrivacyAccountant) -> float:
 class DistanceRelease:
     """The released structure: embedding, per-axis tangent sets, and how they were obtained."""
 
-    bounds: PublicBounds
     embedding: Embedding
     learners: list[TangentLearner]
     noisy_count: float
@@ -248,6 +248,11 @@ class DistanceRelease:
     max_updates: int
     updates_used: int
     queries_asked: int
+
+    @property
+    def bounds(self) -> PublicBounds:
+        """The configured columns and their public bounds."""
+        return self.embedding.bounds
 
     def answer(self, points: np.ndarray) -> np.ndarray:
         """Mean distance from each query point (original units) to the records.
@@ -279,7 +284,7 @@ class DistanceRelease:
         bounds = PublicBounds.from_mapping({c: (lo, hi) for c, lo, hi in
                                             zip(data["columns"], data["lower"], data["upper"])})
         learners = [TangentLearner(list(t["slopes"]), list(t["intercepts"])) for t in data["tangents"]]
-        return cls(bounds, Embedding.from_dict(data["embedding"], bounds), learners, data["noisy_count"],
+        return cls(Embedding.from_dict(data["embedding"], bounds), learners, data["noisy_count"],
                    data["alpha"], data["grid_points"], data["max_updates"], data["updates_used"],
                    data["queries_asked"])
 
@@ -335,7 +340,7 @@ def release_distances(stats: np.ndarray, count: int, embedding: Embedding, param
                     updated = True
         if not updated or svt.exhausted:
             break
-    return DistanceRelease(embedding.bounds, embedding, learners, noisy_count, chosen.alpha,
+    return DistanceRelease(embedding, learners, noisy_count, chosen.alpha,
                            int(chosen.indices.size), chosen.max_updates, svt.aboves, svt.queries)
 
 

@@ -61,8 +61,8 @@ class SmoothPCAParams(BaseModel):
             support lets the LP reach noisy targets the private cloud cannot).
         auto_noise_target: per-function noise standard deviation (normalised) that ``auto`` allows.
         max_functions: largest basis (R, before anchor terms) that ``auto`` may pick; caps the
-            driver LP, whose time grows about as R^2 C (measured at C = 3000: R = 527 about 12 s,
-            R = 1395 about 140 s; docs/benchmarks.md). ``None``: no cap.
+            driver LP, whose time grows about as R^2 C (measured in the 10^6-row, d = 30 job at
+            C = 3000: R = 495 24 s, R = 1395 139 s; docs/benchmarks.md). ``None``: no cap.
         lp_solver: OR-Tools backend.
         pair_columns: anchor columns (e.g. a label) whose first-order interaction with every
             other column is added to the basis (``T_1(x_a) T_1(x_j)``): keeps their correlations

@@ -129,11 +129,12 @@ class ReleaseRun:
             spark = session.get_session(config.spark.master, config.spark.conf)
         columns = list(self.bounds.columns)
         with self.log.stage(name):
-            source = self._arrow_source(columns)
+            snapshot = io.input_snapshot(config.input)
+            source = self._arrow_source(columns, snapshot)
             if source is not None:
                 io.check_parquet_columns(source, columns)  # the schema checks, without a Spark job
                 return data_pass.exact_sums_arrow(spark, source, self.bounds, spec)
-            df = io.read_input(spark, config.input, columns)  # schema checks
+            df = io.read_input(spark, config.input, columns, snapshot)  # schema checks
             return data_pass.exact_sums(df, self.bounds, spec)
 
     def statistic_pass(self, sums_of: Callable[[np.ndarray], np.ndarray],
@@ -164,13 +165,14 @@ class ReleaseRun:
         x = x[np.isfinite(x).all(axis=1)]
         return np.clip(x, self.bounds.lower, self.bounds.upper)
 
-    def _arrow_source(self, columns: list[str]) -> str | list[str] | None:
-        """What the arrow reader reads (a Parquet path or a snapshot's files), or ``None`` for the
-        DataFrame pass (CSV, ``reader: spark``, or files that lack a column, e.g. partition columns)."""
+    def _arrow_source(self, columns: list[str], snapshot: Any) -> str | list[str] | None:
+        """What the arrow reader reads (a Parquet path or a lake snapshot's files), or ``None`` for
+        the DataFrame pass (CSV, ``reader: spark``, or files that lack a column, e.g. partition
+        columns)."""
         source = self.config.input
         if source.reader == "spark" or source.format == "csv":
             return None
-        target: str | list[str] = io.input_files(source) or source.path
+        target: str | list[str] = snapshot.files if snapshot is not None else source.path
         try:
             if source.reader == "arrow" or data_pass.arrow_readable(target, columns):
                 return target
@@ -224,12 +226,9 @@ class ReleaseRun:
         """Write the release folder atomically and mark the release complete in the ledger."""
         output = self.config.output
         with self.log.stage("write"):
-            if output.format == "parquet":
-                if isinstance(table, pa.Table) and output.partition_by == "date":
-                    table = io.with_date(table, io.release_date())
-                partition = "release_date" if output.partition_by == "date" else output.partition_by
+            if output.format == "parquet":  # a writer from the executors partitions by itself
                 hashes = io.write_release(output.path, table, documents, manifest, output.mode,
-                                          partition if isinstance(table, pa.Table) else None)
+                                          output.partition_by)
             else:
                 hashes = io.write_lake_release(output, self.release_id, table, documents, manifest)
             self.ledger.mark_complete(self.release_id, output.path, hashes)

@@ -45,7 +45,7 @@ def run_release_function(config: ReleaseConfig, quiet: bool = False) -> ReleaseR
                                       accountant, run.noise)
         else:
             assert params.label is not None  # the config validator requires it
-            counted = run.statistic_pass(lambda x: np.array([float(x.shape[0])]))
+            counted = run.statistic_pass(lambda x: np.zeros(0))  # the pass's row counters suffice
             accountant = run.new_accountant()
             noisy_count = release_count(counted.count, params.count_fraction, accountant, run.noise)
             rate = sample_rate(params, noisy_count)

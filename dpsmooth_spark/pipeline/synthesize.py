@@ -55,6 +55,7 @@ def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
         data = io.sample_on_executors(run.spark(), result.candidates, result.weights, result.jitter,
                                       run.bounds.lower, run.bounds.upper, list(run.bounds.columns),
                                       rows, int(run.rng.integers(2**62)), partitions,
+                                      # lake formats stage unpartitioned rows; their commit partitions
                                       config.output.partition_by if config.output.format == "parquet" else None)
         distinct: int | None = None
     else:

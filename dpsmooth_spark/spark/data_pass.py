@@ -14,7 +14,14 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
-from dpsmooth_spark.core.basis import ExactSums, PassSpec, PublicBounds, partial_sums, scale_to_unit
+from dpsmooth_spark.core.basis import (
+    ExactSums,
+    PassSpec,
+    PublicBounds,
+    partial_sums,
+    scale_to_unit,
+    valid_rows,
+)
 
 RESULT_SCHEMA = "gram binary, tensor binary, rows_seen long, rows_invalid long, rows_clamped long"
 
@@ -111,14 +118,11 @@ def statistic_sums(df: DataFrame, bounds: PublicBounds, sums_of: Callable[[np.nd
             x = np.column_stack([batch.column(c).to_numpy(zero_copy_only=False).astype(np.float64)
                                  for c in columns])
             seen += x.shape[0]
-            finite = np.isfinite(x).all(axis=1)
-            invalid += int((~finite).sum())
-            x = x[finite]
+            x, bad, outside = valid_rows(x, lower, upper)
+            invalid += bad
+            clamped += outside
             if x.shape[0] == 0:
                 continue
-            outside = ((x < lower) | (x > upper)).any(axis=1)
-            clamped += int(outside.sum())
-            x = np.clip(x, lower, upper)
             part = sums_of(x if unit == "original" else scale_to_unit(x, lower, upper))
             total = part if total is None else total + part
         payload = b"" if total is None else np.asarray(total, dtype=np.float64).tobytes()

@@ -38,25 +38,24 @@ class OutputExistsError(FileExistsError):
     """The output folder exists and the config does not allow overwriting it."""
 
 
-def input_files(source: Any) -> list[str] | None:
-    """The Parquet files of a Delta/Iceberg input's current snapshot (``None`` for a plain path)."""
+def input_snapshot(source: Any) -> lake.SnapshotFiles | None:
+    """The current snapshot's files of a Delta/Iceberg input (``None`` for a plain path)."""
     if source.format not in ("delta", "iceberg"):
         return None
     try:
-        return lake.snapshot_files(source.format, source.path, source.catalog).files
+        return lake.snapshot_files(source.format, source.path, source.catalog)
     except lake.LakeError as exc:
         raise InputError(str(exc)) from None
 
 
-def read_input(spark: SparkSession, source: Any, columns: list[str]) -> DataFrame:
+def read_input(spark: SparkSession, source: Any, columns: list[str],
+               snapshot: lake.SnapshotFiles | None = None) -> DataFrame:
     """The configured columns of the input (an :class:`~dpsmooth_spark.config.InputConfig`) as
-    doubles. Delta and Iceberg tables are read from their current snapshot's file list."""
-    if source.format not in ("delta", "iceberg"):
+    doubles. Delta and Iceberg tables are read from their current snapshot's file list (pass
+    ``snapshot`` when it was already looked up)."""
+    snapshot = snapshot or input_snapshot(source)
+    if snapshot is None:
         return read_table(spark, source.path, source.format, columns)
-    try:
-        snapshot = lake.snapshot_files(source.format, source.path, source.catalog)
-    except lake.LakeError as exc:
-        raise InputError(str(exc)) from None
     if not snapshot.files:
         raise InputError(f"the {source.format} table {source.path} has no data files; nothing was released")
     return read_table(spark, snapshot.base, "parquet", columns, files=snapshot.files)
@@ -148,14 +147,36 @@ DataWriter = Callable[[Path], None]
 """Writes the synthetic table into the given (staging) ``data/`` folder, e.g. from executors."""
 
 
+DATE_COLUMN = "release_date"
+"""The column that ``output.partition_by: date`` adds (the UTC date of the release)."""
+
+
 def release_date() -> str:
-    """The UTC date of a release (the value of the ``release_date`` partition column)."""
+    """The UTC date of a release (the value of :data:`DATE_COLUMN`)."""
     return datetime.now(UTC).date().isoformat()
 
 
-def with_date(table: pa.Table, date: str) -> pa.Table:
-    """``table`` plus a constant ``release_date`` string column."""
-    return table.append_column("release_date", pa.array([date] * table.num_rows, pa.string()))
+def partition_column(partition_by: str | None) -> str | None:
+    """The column an ``output.partition_by`` setting partitions by (``date``: :data:`DATE_COLUMN`)."""
+    return DATE_COLUMN if partition_by == "date" else partition_by
+
+
+def _write_rows(table: pa.Table | DataWriter, folder: Path, partition_by: str | None = None) -> None:
+    """The synthetic rows as Parquet files in ``folder``: a writer fills it, a table is written in
+    files of :data:`ROWS_PER_FILE` rows, or as Hive partitions of ``partition_by`` (a column of
+    the table, or ``date``, which adds :data:`DATE_COLUMN`)."""
+    if callable(table):
+        table(folder)
+        return
+    column = partition_column(partition_by)
+    if partition_by == "date":
+        table = table.append_column(DATE_COLUMN, pa.array([release_date()] * table.num_rows, pa.string()))
+    if column is not None:
+        pq.write_to_dataset(table, folder, partition_cols=[column], max_rows_per_file=1 << 20)
+        return
+    folder.mkdir()
+    for i, start in enumerate(range(0, max(table.num_rows, 1), ROWS_PER_FILE)):
+        pq.write_table(table.slice(start, ROWS_PER_FILE), folder / f"part-{i:05d}.parquet")
 
 
 def write_release(path: str, table: pa.Table | DataWriter | None, documents: dict[str, dict[str, Any]],
@@ -176,15 +197,8 @@ def write_release(path: str, table: pa.Table | DataWriter | None, documents: dic
     staging = target.parent / f".{target.name}.staging-{uuid.uuid4().hex}"
     try:
         staging.mkdir(parents=True)
-        if callable(table):
-            table(staging / DATA_DIR)
-        elif table is not None and partition_by is not None:
-            pq.write_to_dataset(table, staging / DATA_DIR, partition_cols=[partition_by],
-                                max_rows_per_file=1 << 20)
-        elif table is not None:
-            (staging / DATA_DIR).mkdir()
-            for i, start in enumerate(range(0, max(table.num_rows, 1), ROWS_PER_FILE)):
-                pq.write_table(table.slice(start, ROWS_PER_FILE), staging / DATA_DIR / f"part-{i:05d}.parquet")
+        if table is not None:
+            _write_rows(table, staging / DATA_DIR, partition_by)
         for name, doc in documents.items():
             (staging / name).write_text(json.dumps(doc, indent=1))
         hashes = {str(p.relative_to(staging)): _sha256(p) for p in sorted(staging.rglob("*")) if p.is_file()}
@@ -222,8 +236,7 @@ def write_lake_release(output: Any, release_id: str, table: pa.Table | DataWrite
     fmt, path, catalog_cfg = output.format, output.path, output.catalog
     side = lake.side_folder(fmt, path, catalog_cfg, release_id)
     side.parent.mkdir(parents=True, exist_ok=True)
-    date = output.partition_by == "date"
-    partition = "release_date" if date else output.partition_by
+    partition = partition_column(output.partition_by)
     manifest = {**manifest, "output": {**manifest.get("output", {}), "format": fmt, "table": path,
                                       "documents": str(side), "commit_property": {lake.RELEASE_KEY: release_id},
                                       "partition_by": partition}}
@@ -235,13 +248,9 @@ def write_lake_release(output: Any, release_id: str, table: pa.Table | DataWrite
         lake.remove(leftover)
     try:
         staged.mkdir(parents=True)
-        if callable(table):
-            table(staged / DATA_DIR)
-        else:
-            for i, start in enumerate(range(0, max(table.num_rows, 1), ROWS_PER_FILE)):
-                pq.write_table(table.slice(start, ROWS_PER_FILE), staged / f"part-{i:05d}.parquet")
-        lake.commit(fmt, path, catalog_cfg, staged, output.mode, release_id, partition,
-                    {"release_date": release_date()} if date else {})
+        _write_rows(table, staged / DATA_DIR)  # unpartitioned: the commit partitions
+        lake.commit(fmt, path, catalog_cfg, staged / DATA_DIR, output.mode, release_id, partition,
+                    {DATE_COLUMN: release_date()} if output.partition_by == "date" else {})
     except lake.LakeError as exc:
         raise OutputExistsError(str(exc)) from None
     finally:
@@ -313,12 +322,10 @@ def sample_on_executors(spark: SparkSession, candidates: np.ndarray, weights: np
     def write(folder: Path) -> None:
         ids = spark.range(0, partitions, numPartitions=partitions)
         rows_df = ids.mapInArrow(draw, schema)
-        writer = rows_df.write.mode("errorifexists")
         if partition_by == "date":
-            writer = rows_df.withColumn("release_date", F.lit(release_date())).write.mode("errorifexists")
-            writer = writer.partitionBy("release_date")
-        elif partition_by is not None:
-            writer = writer.partitionBy(partition_by)
-        writer.parquet(str(folder))
+            rows_df = rows_df.withColumn(DATE_COLUMN, F.lit(release_date()))
+        writer = rows_df.write.mode("errorifexists")
+        column = partition_column(partition_by)
+        (writer.partitionBy(column) if column is not None else writer).parquet(str(folder))
 
     return write

@@ -13,6 +13,7 @@ data without them. A retried release whose commit is already there is not commit
 
 from __future__ import annotations
 
+import functools
 import shutil
 import uuid
 from collections.abc import Iterator
@@ -48,8 +49,10 @@ def _local(uri: str) -> str:
     return uri.removeprefix("file://")
 
 
+@functools.cache
 def catalog(cfg: Any) -> Any:
-    """The pyiceberg SQL catalog of a :class:`~dpsmooth_spark.config.CatalogConfig`."""
+    """The pyiceberg SQL catalog of a :class:`~dpsmooth_spark.config.CatalogConfig` (one per
+    config: a release looks it up several times)."""
     from pyiceberg.catalog.sql import SqlCatalog
 
     warehouse = cfg.warehouse if "://" in cfg.warehouse else f"file://{Path(cfg.warehouse).resolve()}"

@@ -45,7 +45,8 @@ def test_delta_input_reads_the_snapshot_not_the_folder(spark, tmp_path):
     cfg = parse_config(config(tmp_path, {"format": "delta", "path": path}, {"path": str(tmp_path / "o")}))
     df = io.read_input(spark, cfg.input, list(COLUMNS))
     assert df.count() == 1000
-    files = io.input_files(cfg.input)
+    snapshot = io.input_snapshot(cfg.input)
+    files = snapshot.files if snapshot is not None else None
     assert files is not None and len(files) == len(DeltaTable(path).file_uris())
     sums = exact_sums_arrow(spark, files, cfg.public_bounds(), 2)
     expected = partial_sums([np.column_stack([table(1000, 1)[c].to_numpy() for c in COLUMNS])],
