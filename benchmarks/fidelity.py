@@ -1,0 +1,142 @@
+"""Fidelity of releases on several tables against simple baselines (issue 12's benchmark).
+
+    python -m benchmarks fidelity [--tables wdbc,wine] [--epsilons 0.1,1,10] [--releases 2]
+
+Per table, epsilon, method and release (secure noise): the three numbers that
+``../shared/tools/fidelity.py`` prints (correlation error over that of independent columns,
+values on a bound minus the real share, Wasserstein-1 over a DP independent-histogram
+baseline), the train-on-synthetic / test-on-real AUC of a logistic regression for the table's
+label, the paper's worst relative Gaussian-kernel query error (``--queries`` queries per sigma)
+and the seconds the release took. Methods: ``ours`` (the synthesize mechanism in memory, default
+parameters, the label as an anchor column as in the example configs), ``independent`` (per-column Laplace histograms, epsilon / d each) and ``uniform``.
+Writes ``benchmarks/fidelity.json``; ``docs/benchmarks.md`` has the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from benchmarks.tables import ROOT, TABLES
+from dpsmooth_spark.core.basis import PublicBounds
+from dpsmooth_spark.evaluation.baselines import independent_laplace, uniform_rows
+from dpsmooth_spark.evaluation.queries import PAPER_SIGMAS, GaussianMixtureQueries, answer_errors
+from dpsmooth_spark.mechanisms.smooth_pca import SmoothPCAParams, SmoothSynthesizer
+from dpsmooth_spark.privacy.noise import NoiseSource
+
+METHODS = ("ours", "independent", "uniform")
+DEFAULT_TOOL = ROOT.parent / "shared" / "tools" / "fidelity.py"
+
+
+def release(method: str, data: np.ndarray, bounds: PublicBounds, epsilon: float,
+            params: dict, rng: np.random.Generator) -> np.ndarray:
+    """Synthetic rows in original units (as many as the real table has); ``params`` are
+    :class:`SmoothPCAParams` for ``ours``."""
+    n, d = data.shape
+    if method == "ours":
+        synth = SmoothSynthesizer(epsilon, dict(zip(bounds.columns, zip(bounds.lower, bounds.upper))),
+                                  params=SmoothPCAParams(**params))
+        out = synth.fit({c: data[:, i] for i, c in enumerate(bounds.columns)}).sample(n)
+        return np.column_stack([out[c] for c in bounds.columns])
+    if method == "independent":
+        return bounds.unscale(independent_laplace(bounds.scale(data), epsilon, n, rng, NoiseSource()))
+    return bounds.unscale(uniform_rows(d, n, rng))
+
+
+def fidelity_numbers(tool: Path, real: np.ndarray, synthetic: np.ndarray, bounds: PublicBounds,
+                     epsilon: float) -> dict:
+    """Run the shared fidelity tool on the two tables written as Parquet."""
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = []
+        for name, rows in (("real", real), ("synthetic", synthetic)):
+            path = Path(tmp) / f"{name}.parquet"
+            pq.write_table(pa.table({c: rows[:, i] for i, c in enumerate(bounds.columns)}), path)
+            paths.append(str(path))
+        spec = ";".join(f"{float(lo)!r},{float(hi)!r}" for lo, hi in zip(bounds.lower, bounds.upper))
+        out = subprocess.run([sys.executable, str(tool), *paths, f"--bounds={spec}", "--epsilon",
+                              str(epsilon), "--columns", ",".join(bounds.columns)],
+                             capture_output=True, text=True, check=True)
+        return json.loads(out.stdout)
+
+
+def train_on_synthetic_auc(real: np.ndarray, synthetic: np.ndarray, label: int) -> float:
+    """AUC on the real rows of a logistic regression trained on the synthetic rows."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import roc_auc_score
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    y_syn = synthetic[:, label] >= 0.5
+    if y_syn.all() or not y_syn.any():
+        return 0.5
+    feats = [i for i in range(real.shape[1]) if i != label]
+    model = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000))
+    model.fit(synthetic[:, feats], y_syn)
+    return float(roc_auc_score(real[:, label] >= 0.5, model.decision_function(real[:, feats])))
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks fidelity", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tables", default=",".join(TABLES))
+    ap.add_argument("--epsilons", default="0.1,1,10")
+    ap.add_argument("--methods", default=",".join(METHODS))
+    ap.add_argument("--releases", type=int, default=2)
+    ap.add_argument("--queries", type=int, default=2000)
+    ap.add_argument("--params", type=json.loads, default={}, help="SmoothPCAParams overrides (JSON)")
+    ap.add_argument("--tool", type=Path, default=DEFAULT_TOOL, help="path of shared/tools/fidelity.py")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "fidelity.json")
+    args = ap.parse_args(argv)
+    if not args.tool.exists():
+        raise SystemExit(f"fidelity tool not found at {args.tool}; pass --tool")
+    runs = []
+    for table in args.tables.split(","):
+        data, mapping, label_name = TABLES[table]()
+        bounds = PublicBounds.from_mapping(mapping)
+        label = bounds.columns.index(label_name)
+        features = [i for i in range(bounds.d) if i != label]
+        queries = GaussianMixtureQueries.draw(len(features), args.queries, np.random.default_rng(2016))
+        truth = queries.answers(bounds.scale(data)[:, features], PAPER_SIGMAS)
+        for eps in map(float, args.epsilons.split(",")):
+            for method in args.methods.split(","):
+                for rep in range(args.releases):
+                    start = time.perf_counter()
+                    params = {"pair_columns": [label_name], **args.params}  # as the example configs
+                    syn = release(method, data, bounds, eps, params, np.random.default_rng(rep))
+                    seconds = time.perf_counter() - start
+                    answers = queries.answers(bounds.scale(syn)[:, features], PAPER_SIGMAS)
+                    run = {"table": table, "rows": len(data), "columns": bounds.d, "epsilon": eps,
+                           "method": method, "release": rep, "seconds": round(seconds, 2),
+                           **fidelity_numbers(args.tool, data, syn, bounds, eps),
+                           "auc": round(train_on_synthetic_auc(data, syn, label), 3),
+                           "worst_rel": [round(float(v), 4) for v in
+                                         answer_errors(truth, answers)["worst_rel"]]}
+                    runs.append(run)
+                    print(json.dumps(run), flush=True)
+    args.out.write_text(json.dumps({"command": "python -m benchmarks fidelity " + " ".join(argv or sys.argv[2:]),
+                                    "sigmas": PAPER_SIGMAS, "runs": runs}, indent=1) + "\n")
+    summarize(runs)
+
+
+def summarize(runs: list[dict]) -> None:
+    """Print the mean of each metric per (table, epsilon, method)."""
+    keys = sorted({(r["table"], r["epsilon"], r["method"]) for r in runs},
+                  key=lambda k: (k[0], k[1], METHODS.index(k[2]) if k[2] in METHODS else 9))
+    print(f"{'table':<14}{'eps':>6} {'method':<12}{'corr':>7}{'bound':>7}{'w1':>7}{'auc':>7}  worst_rel")
+    for key in keys:
+        sel = [r for r in runs if (r["table"], r["epsilon"], r["method"]) == key]
+        mean = {k: float(np.mean([r[k] for r in sel])) for k in ("corr_ratio", "bound_excess_pp",
+                                                                 "w1_ratio", "auc")}
+        rel = np.mean([r["worst_rel"] for r in sel], axis=0)
+        print(f"{key[0]:<14}{key[1]:>6g} {key[2]:<12}{mean['corr_ratio']:>7.3f}"
+              f"{mean['bound_excess_pp']:>7.2f}{mean['w1_ratio']:>7.3f}{mean['auc']:>7.3f}  "
+              + " ".join(f"{v:.3f}" for v in rel))
