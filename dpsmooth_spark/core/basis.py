@@ -156,6 +156,42 @@ class BasisSet:
         return out
 
 
+@dataclass(frozen=True)
+class ProjectionBasis:
+    """``T_2(v_s . x / ||v_s||_1)`` for k directions ``v_s``: the spread of the table along them.
+
+    Each function lies in [-1, 1] on the cube (``|v . x| <= ||v||_1``), so k of them have L1
+    sensitivity k and L2 sensitivity sqrt(k), like k basis functions; their sums follow exactly
+    from the count and ``sum x x^T`` (``T_2(p) = 2 p^2 - 1``).
+
+    Attributes:
+        directions: ``(k, d)`` rows, each with ``||v_s||_1 = 1``.
+    """
+
+    directions: np.ndarray = field(repr=False)
+
+    @classmethod
+    def from_vectors(cls, vectors: np.ndarray) -> ProjectionBasis:
+        """From ``(d, k)`` columns (e.g. PSI's eigenvectors), normalised to unit L1 norm."""
+        rows = np.asarray(vectors, dtype=np.float64).T
+        return cls(rows / np.abs(rows).sum(axis=1, keepdims=True))
+
+    @property
+    def size(self) -> int:
+        """Number of functions k."""
+        return int(self.directions.shape[0])
+
+    def evaluate(self, points: np.ndarray) -> np.ndarray:
+        """Function values at ``points`` (``(C, d)``): array ``(k, C)``."""
+        p = self.directions @ np.atleast_2d(points).T
+        return 2.0 * p * p - 1.0
+
+    def sums(self, count: float, second_moments: np.ndarray) -> np.ndarray:
+        """Exact ``sum_x T_2(v_s . x)`` from the count and ``sum x x^T`` (``(k,)``)."""
+        quad = np.einsum("sd,de,se->s", self.directions, second_moments, self.directions)
+        return 2.0 * quad - count
+
+
 def design_column(coordinate: int, degree: int, max_degree: int) -> int:
     """Column of ``T_degree(x_coordinate)`` in the design matrix; column 0 is the constant 1."""
     return 1 + coordinate * max_degree + (degree - 1)

@@ -1,69 +1,119 @@
-"""Candidate support points for the reduced LP (Section 5.2 of Wang et al. 2016).
+"""Candidate support points for the fit, and the independence prior over them.
 
-Every generator is a function of DP quantities only (a private centre, private axes and
-spreads) plus public randomness, so the candidates are post-processing.
+Candidates are drawn from the product of private one-way marginals (each a density on a grid of
+cells) and, when a private correlation is known, from a Gaussian copula with the same marginals.
+The log prior weight of each candidate is ``log p_ind(c) - log q(c)``: the product of the
+marginals divided by the density the candidate was drawn from, so the prior over the candidates
+represents a table of independent columns whatever share came from the copula.
+Every input is DP (or public randomness): the candidates are post-processing.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
+from scipy.special import ndtr, ndtri
 
 
-def ellipsoid_candidates(
-    centre: np.ndarray,
-    axes: np.ndarray,
-    variances: np.ndarray,
-    residual_variance: float,
+@dataclass(frozen=True)
+class GridMarginals:
+    """One density per column, piecewise constant on ``cells`` equal cells of [-1, 1].
+
+    Attributes:
+        probabilities: ``(d, cells)`` cell probabilities, each row summing to 1.
+    """
+
+    probabilities: np.ndarray
+
+    @property
+    def cells(self) -> int:
+        """Cells per column."""
+        return int(self.probabilities.shape[1])
+
+    @staticmethod
+    def centres(cells: int) -> np.ndarray:
+        """Cell midpoints of the grid on [-1, 1]."""
+        return -1.0 + (2.0 * np.arange(cells) + 1.0) / cells
+
+    def quantile(self, u: np.ndarray) -> np.ndarray:
+        """Inverse CDF, column by column, of ``u`` (``(C, d)`` in (0, 1)): linear within cells."""
+        d, g = self.probabilities.shape
+        edges = np.linspace(-1.0, 1.0, g + 1)
+        out = np.empty_like(u)
+        for i in range(d):
+            cdf = np.concatenate([[0.0], np.cumsum(self.probabilities[i])])
+            cdf /= cdf[-1]
+            out[:, i] = np.interp(u[:, i], cdf, edges)
+        return out
+
+    def cdf(self, x: np.ndarray) -> np.ndarray:
+        """CDF of every column at ``x`` (``(C, d)``)."""
+        d, g = self.probabilities.shape
+        edges = np.linspace(-1.0, 1.0, g + 1)
+        out = np.empty_like(x)
+        for i in range(d):
+            cdf = np.concatenate([[0.0], np.cumsum(self.probabilities[i])])
+            out[:, i] = np.interp(x[:, i], edges, cdf / cdf[-1])
+        return out
+
+
+def correlation_from_covariance(cov: np.ndarray, floor: float = 1e-9) -> np.ndarray:
+    """Correlation matrix of a covariance, with diagonal entries kept at least ``floor``."""
+    std = np.sqrt(np.maximum(np.diag(cov), floor))
+    corr = cov / np.outer(std, std)
+    np.fill_diagonal(corr, 1.0)
+    return np.clip(corr, -1.0, 1.0)
+
+
+def marginal_candidates(
+    marginals: GridMarginals,
     count: int,
-    spread: float,
     rng: np.random.Generator,
-) -> np.ndarray:
-    """Points uniform in the private PCA ellipsoid, plus Gaussian spread off its span.
+    correlation: np.ndarray | None = None,
+    copula_share: float = 0.5,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``count`` candidates and their log prior weights (independent columns).
 
-    A point uniform in the unit k-ball has per-axis variance ``1/(k+2)``; the radii are
-    ``spread * sqrt((k+2) * lambda_s)`` so that the candidates' per-axis variance is
-    ``spread**2 * lambda_s`` and the LP, which can only mix candidates, can reach the data's spread.
+    Without ``correlation`` every candidate comes from the product of the marginals and the prior
+    is uniform. With it, ``copula_share`` of them come from the Gaussian copula with that
+    correlation, the rest from the product; the proposal density is the mixture
+    ``q = (1 - s) p_ind + s p_ind c_R(z)`` (``c_R`` the copula density), so the prior weight
+    ``p_ind / q = 1 / (1 - s + s c_R(z))`` needs no marginal densities.
 
     Args:
-        centre: ``(d,)`` private centre in [-1, 1]^d.
-        axes: ``(d, k)`` orthonormal private eigenvectors.
-        variances: ``(k,)`` private eigenvalues (clipped at 0 by the caller).
-        residual_variance: private per-axis variance of the ``d - k`` remaining directions.
+        marginals: private one-way marginals.
         count: number of candidates C.
-        spread: multiplier of the standard deviations.
         rng: public randomness.
+        correlation: ``(d, d)`` private correlation matrix (positive definite), or ``None``.
+        copula_share: share of candidates drawn from the copula.
 
     Returns:
-        ``(count, d)`` points clipped to [-1, 1]^d.
+        ``(candidates (C, d) in (-1, 1), log prior weights (C,))``.
     """
-    d, k = axes.shape
-    direction = rng.standard_normal((count, k))
-    direction /= np.linalg.norm(direction, axis=1, keepdims=True)
-    radius = rng.random((count, 1)) ** (1.0 / k)
-    radii = spread * np.sqrt((k + 2) * np.maximum(variances, 0.0))
-    in_span = (direction * radius * radii) @ axes.T
-    off = rng.standard_normal((count, d))
-    off -= (off @ axes) @ axes.T
-    off *= spread * np.sqrt(max(residual_variance, 0.0))
-    return np.clip(centre + in_span + off, -1.0, 1.0)
+    d = marginals.probabilities.shape[0]
+    if correlation is None or d < 2 or copula_share <= 0:
+        u = rng.random((count, d))
+        return marginals.quantile(u), np.zeros(count)
+    from_copula = round(copula_share * count)
+    chol = np.linalg.cholesky(correlation)
+    z = np.vstack([rng.standard_normal((count - from_copula, d)),
+                   rng.standard_normal((from_copula, d)) @ chol.T])
+    u = np.clip(ndtr(z), 1e-12, 1.0 - 1e-12)
+    points = marginals.quantile(u)
+    # z of every point under the product (its own uniforms) gives the copula density.
+    log_c = gaussian_copula_log_density(ndtri(u), correlation, chol)
+    log_q = np.logaddexp(np.log1p(-copula_share), np.log(copula_share) + log_c)
+    return points, -log_q
 
 
-def gaussian_candidates(
-    centre: np.ndarray,
-    covariance: np.ndarray,
-    count: int,
-    spread: float,
-    rng: np.random.Generator,
-) -> np.ndarray:
-    """Points from ``N(centre, spread**2 * covariance)`` clipped to [-1, 1]^d.
-
-    ``covariance`` must be symmetric positive semi-definite (see :func:`nearest_psd`).
-    """
-    d = centre.shape[0]
-    vals, vecs = np.linalg.eigh(covariance)
-    root = vecs * np.sqrt(np.maximum(vals, 0.0))
-    z = rng.standard_normal((count, d)) @ root.T
-    return np.clip(centre + spread * z, -1.0, 1.0)
+def gaussian_copula_log_density(z: np.ndarray, correlation: np.ndarray,
+                                chol: np.ndarray | None = None) -> np.ndarray:
+    """``log c_R(z) = -1/2 log|R| - 1/2 z^T (R^-1 - I) z`` for rows of normal scores ``z``."""
+    chol = np.linalg.cholesky(correlation) if chol is None else chol
+    solved = np.linalg.solve(chol, z.T).T
+    log_det = 2.0 * np.log(np.diag(chol)).sum()
+    return -0.5 * log_det - 0.5 * ((solved**2).sum(axis=1) - (z**2).sum(axis=1))
 
 
 def nearest_psd(matrix: np.ndarray, floor: float) -> np.ndarray:

@@ -5,6 +5,16 @@ from __future__ import annotations
 import numpy as np
 
 
+def reflect_into_cube(x: np.ndarray) -> np.ndarray:
+    """Fold values back into [-1, 1] by reflection at the bounds (``1.2 -> 0.8``).
+
+    Unlike clipping, reflection puts no point mass on a bound: a continuous value lands exactly
+    on ``-1`` or ``1`` with probability zero.
+    """
+    y = np.mod(np.asarray(x, dtype=np.float64) + 1.0, 4.0)
+    return np.where(y > 2.0, 4.0 - y, y) - 1.0
+
+
 def sample_records(
     candidates: np.ndarray,
     weights: np.ndarray,
@@ -12,12 +22,11 @@ def sample_records(
     jitter: np.ndarray | float,
     rng: np.random.Generator,
 ) -> np.ndarray:
-    """``rows`` records from the mixture ``sum_j u_j N(c_j, diag(jitter**2))`` clipped to the cube.
+    """``rows`` records from the mixture ``sum_j u_j N(c_j, diag(jitter**2))`` folded into the cube.
 
-    The L1 fit puts mass on at most R + 1 candidates; drawing each record in its candidate's
-    neighbourhood (a Gaussian of per-column standard deviation ``jitter``) turns a few dozen
-    repeated rows into a table of distinct rows, while a smooth query ``f`` moves by only
-    ``O(jitter**2 * ||f''||)``.
+    Each record is drawn in its candidate's neighbourhood (a Gaussian of per-column standard
+    deviation ``jitter``, reflected at the bounds), so repeated candidates become distinct rows,
+    while a smooth query ``f`` moves by only ``O(jitter**2 * ||f''||)``.
 
     Args:
         candidates: ``(C, d)`` support points in [-1, 1]^d.
@@ -33,5 +42,5 @@ def sample_records(
     rng.shuffle(picked, axis=0)
     jitter = np.broadcast_to(np.asarray(jitter, dtype=np.float64), (candidates.shape[1],))
     if np.any(jitter > 0):
-        picked = picked + rng.standard_normal(picked.shape) * jitter
-    return np.clip(picked, -1.0, 1.0)
+        picked = reflect_into_cube(picked + rng.standard_normal(picked.shape) * jitter)
+    return picked

@@ -41,10 +41,11 @@ def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
         summary = NoisySummary.from_dict(run.previous.statistics)
         accountant = run.reused_accountant()
 
-    with run.log.stage("candidates and LP"):
+    with run.log.stage("candidates and fit"):
         result = fit_from_summary(summary, params, run.rng)
     run.log.note(f"basis: {summary.basis.size} functions; candidates: {result.candidates.shape[0]}; "
-                 f"LP support: {result.support_size}; PSI: {'yes' if summary.pca else 'no'}")
+                 f"effective support: {result.support_size}; chi2 {result.chi2:.1f} for "
+                 f"{result.functions} functions; PSI: {'yes' if summary.pca else 'no'}")
 
     rows = config.output.rows or max(1, round(summary.noisy_count))
     on_executors = config.output.sampling == "executors" or (
@@ -67,14 +68,17 @@ def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
 
     mechanism = {
         "reference": "Wang et al., Differentially Private Data Releasing for Smooth Queries, "
-                     "JMLR 2016, Section 5.2 (Algorithms 3 and 4)",
+                     "JMLR 2016, Section 5.2 (Algorithms 3 and 4); maximum-entropy fit "
+                     "(docs/mechanisms.md)",
         "parameters": params.model_dump(mode="json"),
         "basis": {"size": summary.basis.size, "max_degree": summary.basis.degree,
                   "pair_terms": bool(((summary.basis.indices != 0).sum(axis=1) == 2).any())},
         "candidate_strategy": "psi" if summary.pca is not None else "moments",
         "candidates": int(result.candidates.shape[0]),
         "lp_objective_l1": result.lp_objective,
-        "lp_support": result.support_size,
+        "fit": {"method": params.fit, "objective_l1": result.fit_objective, "chi2": result.chi2,
+                "functions": result.functions, "kl_to_independent_prior": result.kl,
+                "effective_support": result.support_size},
     }
     output = {"rows": rows, "distinct_rows": distinct,
               "sampled_on": "executors" if on_executors else "driver",

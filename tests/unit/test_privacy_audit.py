@@ -1,6 +1,7 @@
 """Statistical privacy audits of every released statistic of the synthesizer.
 
-Each stage (count, basis sums, one PSI iteration) gets epsilon = 1. On neighbouring tables built
+Each stage (count, basis sums, one PSI iteration, the spread along a private direction) gets
+epsilon = 1. On neighbouring tables built
 to attain each sensitivity (an added corner record), the mechanism runs many times; a threshold
 test on the region where every noisy coordinate lies beyond both tables' true values certifies a
 lower bound on the privacy loss (Clopper-Pearson, alpha = 1e-3, Bonferroni over events).
@@ -26,8 +27,9 @@ RUNS = 12_000
 ALPHA = 1e-3
 BOUNDS = PublicBounds.from_mapping({"a": (-1.0, 1.0), "b": (-1.0, 1.0)})
 PARAMS = SmoothPCAParams(basis="marginal", degree=1, candidate_strategy="psi", pca_dim=1,
-                         pca_iterations=1, count_fraction=1 / 3, psi_fraction=1 / 3, candidates=10)
-EPSILON = 3.0  # one per stage
+                         pca_iterations=1, count_fraction=1 / 4, psi_fraction=1 / 4,
+                         directions_fraction=1 / 4, candidates=10)
+EPSILON = 4.0  # one per stage
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,7 @@ def audit_samples():
 @pytest.mark.parametrize("stage", [0, 1, 2], ids=["count", "basis_sums", "psi"])
 def test_audit_respects_claimed_epsilon_and_catches_half_noise(audit_samples, stage):
     truth, samples = audit_samples
-    claimed = EPSILON / 3
+    claimed = EPSILON / 4
     bounds = {}
     for factor, (out_d, out_p) in samples.items():
         score_d = beyond_both(out_d[stage], truth["d"][stage], truth["d_prime"][stage])
@@ -109,6 +111,32 @@ def audit(outputs_d, outputs_p, truth_d, truth_p):
     score_d = beyond_both(outputs_d, truth_d, truth_p)
     score_p = beyond_both(outputs_p, truth_d, truth_p)
     return epsilon_lower_bound(score_d, score_p, np.array([0.0, 0.5, 1.0]), ALPHA)
+
+
+def test_direction_spread_audit():
+    """The directions stage (privacy.md 4b) with epsilon = 1 on a fixed direction (in a release
+    its input is PSI's DP output): the added corner record adds ``T_2(v . corner) = 1`` to the
+    sum, attaining the L1 sensitivity."""
+    from dpsmooth_spark.core.basis import ProjectionBasis
+    from dpsmooth_spark.mechanisms.stages import release_basis_sums
+
+    directions = ProjectionBasis.from_vectors(np.array([[1.0], [1.0]]))
+    base = np.random.default_rng(0).uniform(-0.5, 0.5, size=(40, 2))
+    neighbour = np.vstack([base, [[1.0, 1.0]]])
+
+    def outputs(table, factor, seed):
+        exact = directions.sums(table.shape[0], table.T @ table)
+        noise = RecordingNoise(np.random.default_rng(seed), factor)
+        return np.array([release_basis_sums(exact, 1.0, PrivacyAccountant(1.0), noise,
+                                            stage="directions")[0] for _ in range(RUNS)]), exact
+
+    for factor, expect_above in ((1.0, False), (0.5, True)):
+        out_d, truth_d = outputs(base, factor, 21)
+        out_p, truth_p = outputs(neighbour, factor, 22)
+        bound = audit(out_d, out_p, truth_d, truth_p)
+        assert (bound > 1.0) == expect_above, bound
+        if not expect_above:
+            assert bound > 0.7, bound  # not vacuous
 
 
 def test_bernstein_lattice_audit():

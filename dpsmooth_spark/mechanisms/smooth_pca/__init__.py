@@ -1,0 +1,38 @@
+"""The synthesize mechanism: Wang et al. (2016) Section 5.2, fitted for faithful tables.
+
+Its stages, one module each, every one a pure function over numpy with the accountant passed in:
+
+* :mod:`.measure`: the DP statistics (count, Chebyshev basis sums, PSI and the spread along its
+  directions) as a :class:`NoisySummary`, and :func:`measurements` over it;
+* :mod:`.candidates`: support points from the private marginals and correlation, with the
+  independent-columns prior over them;
+* :mod:`.fit`: the reduced LP (OR-Tools), then the maximum-entropy projection;
+* :mod:`.sample`: records from the fitted weights.
+
+:mod:`.synthesizer` wires them for in-memory tables; ``pipeline.synthesize`` for Spark.
+"""
+
+from dpsmooth_spark.mechanisms.smooth_pca.fit import SynthesisResult, fit_from_summary
+from dpsmooth_spark.mechanisms.smooth_pca.measure import (
+    Measurement,
+    NoisySummary,
+    measurements,
+    release_summary,
+)
+from dpsmooth_spark.mechanisms.smooth_pca.params import SmoothPCAParams, choose_basis
+from dpsmooth_spark.mechanisms.smooth_pca.sample import sample_scaled
+from dpsmooth_spark.mechanisms.smooth_pca.synthesizer import SmoothSynthesizer, fit_from_sums
+
+__all__ = [
+    "Measurement",
+    "NoisySummary",
+    "SmoothPCAParams",
+    "SmoothSynthesizer",
+    "SynthesisResult",
+    "choose_basis",
+    "fit_from_summary",
+    "fit_from_sums",
+    "measurements",
+    "release_summary",
+    "sample_scaled",
+]

@@ -1,0 +1,128 @@
+"""Parameters of the synthesize mechanism and the choice of its measured basis."""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from dpsmooth_spark.core.basis import BasisSet, PassSpec
+from dpsmooth_spark.privacy import sensitivity
+from dpsmooth_spark.privacy.accountant import PrivacyAccountant
+
+
+class SmoothPCAParams(BaseModel):
+    """Mechanism parameters; defaults chosen from ``python -m benchmarks fidelity`` (docs/benchmarks.md).
+
+    Attributes:
+        basis: ``marginal`` (``T_r(x_i)``), ``pairwise`` (plus ``T_r(x_i) T_s(x_j)``) or ``auto``:
+            the largest set in :data:`AUTO_BASES` whose per-function noise, predicted from the
+            noisy count, stays below ``auto_noise_target``.
+        degree: highest per-coordinate degree (with ``basis`` fixed); ``auto`` allows up to 4.
+        candidates: number of candidate points C.
+        candidate_strategy: where the private correlation that shapes the candidates comes from:
+            ``moments`` (the pair terms of the basis: no extra budget), ``psi`` (the paper's
+            Private Subspace Iteration, plus the second moment along each private direction) or
+            ``auto``: ``moments`` when the basis has every pair term, ``psi`` otherwise.
+        pca_dim: k of PSI (default ``min(2, d)``).
+        pca_iterations: T of PSI.
+        count_fraction: share of the budget for the count.
+        psi_fraction: share of the budget for PSI when it runs.
+        directions_fraction: share of the budget for the second moments along the k private
+            directions when PSI runs.
+        fit: ``maxent`` (the distribution closest to the independent prior among those that fit
+            the measurements within their noise, docs/mechanisms.md) or ``lp`` (the paper's
+            reduced LP alone).
+        fit_slack: the maxent fit may exceed the LP optimum's chi-square by this factor when the
+            noise level cannot be reached on the candidates.
+        marginal_cells: grid cells per column for the private one-way marginals.
+        copula_share: share of candidates drawn from the private-correlation copula.
+        jitter: per-column standard deviation of the sampling neighbourhood, as a fraction of the
+            private per-column standard deviation (0 disables it).
+        auto_noise_target: per-function noise standard deviation (normalised) that ``auto`` allows.
+        max_functions: largest basis (R, before anchor terms) that ``auto`` may pick; ``None``: no cap.
+        lp_solver: OR-Tools backend.
+        pair_columns: anchor columns (e.g. a label) whose first-order interaction with every
+            other column is added to the basis (``T_1(x_a) T_1(x_j)``): keeps their correlations
+            for d - 1 extra functions each.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    basis: Literal["auto", "marginal", "pairwise"] = "auto"
+    degree: int | None = Field(default=None, ge=1, le=8)
+    candidates: int = Field(default=20_000, ge=10, le=500_000)
+    candidate_strategy: Literal["auto", "moments", "psi"] = "auto"
+    pca_dim: int | None = Field(default=None, ge=1)
+    pca_iterations: int = Field(default=5, ge=1, le=100)
+    count_fraction: float = Field(default=0.05, gt=0, lt=0.5)
+    psi_fraction: float = Field(default=0.1, gt=0, lt=0.9)
+    directions_fraction: float = Field(default=0.1, gt=0, lt=0.9)
+    fit: Literal["maxent", "lp"] = "maxent"
+    fit_slack: float = Field(default=0.05, ge=0, le=10)
+    marginal_cells: int = Field(default=256, ge=4, le=65_536)
+    copula_share: float = Field(default=0.5, ge=0, le=1)
+    jitter: float = Field(default=0.1, ge=0, le=2)
+    auto_noise_target: float = Field(default=0.02, gt=0)
+    max_functions: int | None = Field(default=None, ge=1)
+    lp_solver: Literal["glop", "pdlp", "clp"] = "glop"
+    pair_columns: tuple[str, ...] = ()
+
+    def data_pass_degree(self) -> int:
+        """Chebyshev degree the data pass must compute for any basis this config may pick."""
+        if self.degree is not None:
+            return self.degree
+        return max(spec[1] for spec in AUTO_BASES) if self.basis == "auto" else 2
+
+    def pass_spec(self) -> PassSpec:
+        """What the data pass computes for this mechanism (the Gram matrix only)."""
+        return PassSpec(self.data_pass_degree())
+
+
+AUTO_BASES: tuple[tuple[str, int], ...] = (
+    ("marginal", 2),
+    ("marginal", 3),
+    ("marginal", 4),
+    ("pairwise", 2),
+    ("pairwise", 3),
+)
+"""Basis sets that ``basis: auto`` chooses from, smallest first."""
+
+
+def build_basis(kind: str, d: int, degree: int) -> BasisSet:
+    """The basis set named by ``kind`` at per-coordinate ``degree``."""
+    if kind == "marginal":
+        return BasisSet.marginal(d, degree)
+    if kind == "pairwise":
+        return BasisSet.pairwise(d, degree)
+    raise ValueError(f"unknown basis {kind!r}")
+
+
+def per_function_noise(size: int, noisy_count: float, accountant: PrivacyAccountant, budget: float) -> float:
+    """Predicted std of one normalised basis answer ``(sum + noise) / n~`` (public inputs only)."""
+    if accountant.pure:
+        std = math.sqrt(2.0) * accountant.noise_scale(sensitivity.basis_sums_l1(size), budget)
+    else:
+        std = accountant.noise_scale(sensitivity.basis_sums_l2(size), budget)
+    return std / max(noisy_count, 1.0)
+
+
+def choose_basis(
+    params: SmoothPCAParams, d: int, noisy_count: float, accountant: PrivacyAccountant, budget: float,
+    anchors: tuple[int, ...] = (),
+) -> BasisSet:
+    """Pick the basis: fixed by ``params`` or, for ``auto``, the largest affordable one; every
+    option includes the anchor columns' pair terms."""
+    if params.basis != "auto":
+        return build_basis(params.basis, d, params.degree or 2).with_anchor_pairs(anchors)
+    options = [spec for spec in AUTO_BASES if params.degree is None or spec[1] <= params.degree]
+    chosen = build_basis(options[0][0], d, options[0][1]).with_anchor_pairs(anchors)
+    for kind, degree in options[1:]:
+        base = build_basis(kind, d, degree)
+        if params.max_functions is not None and base.size > params.max_functions:
+            continue
+        candidate = base.with_anchor_pairs(anchors)
+        if per_function_noise(candidate.size, noisy_count, accountant, budget) <= params.auto_noise_target:
+            chosen = candidate
+    return chosen

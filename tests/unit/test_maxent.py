@@ -1,0 +1,92 @@
+"""The maximum-entropy fit, its candidates and the sampling: pure numpy, seeded."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dpsmooth_spark.core.basis import BasisSet, ProjectionBasis, chebyshev_table
+from dpsmooth_spark.core.candidates import (
+    GridMarginals,
+    gaussian_copula_log_density,
+    marginal_candidates,
+)
+from dpsmooth_spark.core.maxent import fit_within_noise, group_chi_square, maxent_projection
+from dpsmooth_spark.core.sampling import reflect_into_cube, sample_records
+
+
+def test_prior_that_fits_within_the_noise_is_returned_unchanged(rng):
+    """Independence fallback: nothing the noise can explain moves the prior."""
+    w = rng.uniform(-1, 1, size=(5, 200))
+    prior = rng.uniform(0.5, 1.5, 200)
+    prior /= prior.sum()
+    b = w @ prior + 0.5 * rng.standard_normal(5)  # chi2 ~ 5 x 0.25 with sigma = 1
+    fit = maxent_projection(w, b, 1.0, np.array([5.0]), log_prior=np.log(prior))
+    assert fit.kl == 0.0 and fit.iterations == 0
+    np.testing.assert_allclose(fit.weights, prior)
+
+
+def test_every_group_ends_within_its_target_and_closer_to_the_prior_than_the_lp(rng):
+    points = rng.uniform(-1, 1, size=(3000, 3))
+    basis = BasisSet.pairwise(3, 2)
+    w = basis.evaluate(points)
+    truth = np.exp(2.0 * points[:, 0] * points[:, 1])  # a correlated table on the candidates
+    b = w @ (truth / truth.sum())
+    sigma = 0.01
+    groups = np.arange(basis.size) % 3
+    fit, lp = fit_within_noise(w, b, sigma, groups)
+    targets = np.maximum(np.bincount(groups), 1.05 * group_chi_square(w, lp.weights, b,
+                                                                      np.full(b.size, sigma), groups))
+    assert np.all(group_chi_square(w, fit.weights, b, np.full(b.size, sigma), groups) <= targets * 1.01)
+    positive = lp.weights > 0
+    lp_kl = float(np.sum(lp.weights[positive] * np.log(lp.weights[positive] * lp.weights.size)))
+    assert fit.kl < lp_kl
+    assert 1.0 / np.sum(fit.weights**2) > 20 * (basis.size + 1)  # mass spread, not R + 1 points
+
+
+def test_one_dimensional_fit_matches_a_precise_mean():
+    """With a tiny noise, the fitted density's mean is the measured one (within the noise)."""
+    centres = GridMarginals.centres(256)
+    w = chebyshev_table(centres, 2)[:, 1:].T
+    b = np.array([-0.4, 0.0])
+    fit, _ = fit_within_noise(w, b, 1e-3)
+    assert abs(centres @ fit.weights + 0.4) < 3e-3
+
+
+def test_candidates_prior_is_independent_whatever_the_copula_share(rng):
+    """Reweighted by the prior, copula candidates have independent columns and the marginals."""
+    probs = np.vstack([np.linspace(1, 3, 64), np.linspace(3, 1, 64)])
+    marginals = GridMarginals(probs / probs.sum(axis=1, keepdims=True))
+    corr = np.array([[1.0, 0.8], [0.8, 1.0]])
+    points, log_prior = marginal_candidates(marginals, 200_000, rng, corr, copula_share=0.5)
+    unweighted = np.corrcoef(points.T)[0, 1]
+    weights = np.exp(log_prior - log_prior.max())
+    weights /= weights.sum()
+    mean = weights @ points
+    cov = (points - mean).T @ ((points - mean) * weights[:, None])
+    weighted = cov[0, 1] / np.sqrt(cov[0, 0] * cov[1, 1])
+    assert unweighted > 0.3 and abs(weighted) < 0.02
+    centres = GridMarginals.centres(64)
+    np.testing.assert_allclose(mean, marginals.probabilities @ centres, atol=0.01)
+
+
+def test_copula_density_integrates_to_one(rng):
+    corr = np.array([[1.0, -0.6], [-0.6, 1.0]])
+    z = rng.standard_normal((400_000, 2))
+    assert np.mean(np.exp(gaussian_copula_log_density(z, corr))) == pytest.approx(1.0, abs=0.02)
+
+
+def test_projection_sums_match_direct_evaluation(rng):
+    x = rng.uniform(-1, 1, size=(500, 4))
+    basis = ProjectionBasis.from_vectors(rng.standard_normal((4, 2)))
+    np.testing.assert_allclose(basis.sums(500, x.T @ x), basis.evaluate(x).sum(axis=1))
+    assert np.abs(basis.evaluate(np.sign(rng.standard_normal((100, 4))))).max() <= 1.0 + 1e-12
+
+
+def test_reflection_never_leaves_the_cube_and_puts_no_mass_on_bounds(rng):
+    x = rng.normal(0.9, 0.5, 100_000)
+    y = reflect_into_cube(x)
+    assert np.all(np.abs(y) < 1.0)
+    np.testing.assert_allclose(reflect_into_cube(np.array([1.2, -1.3, 0.5, 3.5])), [0.8, -0.7, 0.5, -0.5])
+    rows = sample_records(np.array([[0.99, -0.99]]), np.array([1.0]), 1000, 0.05, rng)
+    assert np.all(np.abs(rows) < 1.0)
