@@ -108,6 +108,12 @@ class BasisSet:
             rows.append(np.array(pairs, dtype=np.int64))
         return cls(d, degree, np.concatenate(rows, axis=0))
 
+    @classmethod
+    def pairs(cls, d: int, degree: int) -> BasisSet:
+        """The pair terms of :meth:`pairwise` alone (one-way marginals measured otherwise)."""
+        full = cls.pairwise(d, degree)
+        return cls(d, degree, full.indices[(full.indices != 0).sum(axis=1) == 2])
+
     def with_anchor_pairs(self, anchors: Iterable[int]) -> BasisSet:
         """This set plus ``T_1(x_a) T_1(x_j)`` for every anchor column ``a`` and every other ``j``.
 
@@ -132,7 +138,7 @@ class BasisSet:
     def gram_positions(self) -> tuple[np.ndarray, np.ndarray]:
         """Row and column of each basis sum inside the Gram matrix ``Z^T Z`` of :func:`design_columns`."""
         nz_count = (self.indices != 0).sum(axis=1)
-        if nz_count.max(initial=0) > 2 or nz_count.min(initial=1) < 1:
+        if nz_count.max(initial=1) > 2 or nz_count.min(initial=1) < 1:
             raise ValueError("BasisSet entries must have one or two non-zero degrees")
         rows = np.zeros(self.size, dtype=np.int64)
         cols = np.zeros(self.size, dtype=np.int64)
@@ -192,6 +198,40 @@ class ProjectionBasis:
         return 2.0 * quad - count
 
 
+@dataclass(frozen=True)
+class HistogramBasis:
+    """Indicators of ``bins`` equal cells of [-1, 1] for each of d columns: ``d * bins`` functions.
+
+    Attributes:
+        d: number of columns.
+        bins: cells per column.
+    """
+
+    d: int
+    bins: int
+
+    @property
+    def size(self) -> int:
+        """Number of functions ``d * bins``."""
+        return self.d * self.bins
+
+    def evaluate(self, points: np.ndarray) -> np.ndarray:
+        """Indicator values at ``points`` (``(C, d)``): array ``(d * bins, C)``, column-major."""
+        points = np.atleast_2d(points)
+        out = np.zeros((self.size, points.shape[0]))
+        cells = histogram_cell(points, self.bins) + self.bins * np.arange(self.d)
+        out[cells.T.ravel(), np.tile(np.arange(points.shape[0]), self.d)] = 1.0
+        return out
+
+
+def coarsen_histograms(counts: np.ndarray, bins: int) -> np.ndarray:
+    """Merge ``(d, cells)`` counts into ``bins`` equal cells (``bins`` divides ``cells``)."""
+    d, cells = counts.shape
+    if cells % bins:
+        raise ValueError(f"{bins} bins do not divide {cells} cells")
+    return counts.reshape(d, bins, cells // bins).sum(axis=2)
+
+
 def design_column(coordinate: int, degree: int, max_degree: int) -> int:
     """Column of ``T_degree(x_coordinate)`` in the design matrix; column 0 is the constant 1."""
     return 1 + coordinate * max_degree + (degree - 1)
@@ -226,6 +266,8 @@ class ExactSums:
         tensor_degree: ``t`` of the full tensor basis ``{0..t-1}^d`` (0: not computed).
         tensor: ``(t**d,)`` object array, ``sum_x round(2**TENSOR_BITS prod_i T_{r_i}(x_i))`` in
             C order of the multi-index ``r``.
+        histograms: ``(d, cells)`` int64 counts of each column's scaled values in ``cells``
+            equal cells of [-1, 1] (``None``: not computed).
     """
 
     degree: int
@@ -236,14 +278,16 @@ class ExactSums:
     rows_clamped: int = 0
     tensor_degree: int = 0
     tensor: np.ndarray | None = None
+    histograms: np.ndarray | None = None
 
     @classmethod
-    def zero(cls, d: int, degree: int, tensor_degree: int = 0) -> ExactSums:
+    def zero(cls, d: int, degree: int, tensor_degree: int = 0, histogram_cells: int = 0) -> ExactSums:
         """The neutral element of :meth:`merge`."""
         size = 1 + d * degree
         tensor = np.zeros(tensor_degree**d, dtype=object) if tensor_degree else None
+        histograms = np.zeros((d, histogram_cells), dtype=np.int64) if histogram_cells else None
         return cls(degree, d, np.zeros((size, size), dtype=object), tensor_degree=tensor_degree,
-                   tensor=tensor)
+                   tensor=tensor, histograms=histograms)
 
     @property
     def count(self) -> int:
@@ -263,6 +307,8 @@ class ExactSums:
             self.rows_clamped + other.rows_clamped,
             self.tensor_degree,
             None if self.tensor is None or other.tensor is None else self.tensor + other.tensor,
+            None if self.histograms is None or other.histograms is None
+            else self.histograms + other.histograms,
         )
 
     def tensor_sums(self) -> np.ndarray:
@@ -360,11 +406,14 @@ class PassSpec:
         tensor_degree: ``t`` of the full tensor basis ``{0..t-1}^d``; 0 skips it.
         grid_points: snap every scaled value to the nearest of ``N`` grid points
             ``(2k + 1 - N) / N`` first (Algorithm 3 steps 3-6); ``None`` keeps values as they are.
+        histogram_cells: count each column's values in this many equal cells of [-1, 1]
+            (0 skips it).
     """
 
     degree: int = 1
     tensor_degree: int = 0
     grid_points: int | None = None
+    histogram_cells: int = 0
 
 
 def snap_to_grid(x: np.ndarray, points: int) -> np.ndarray:
@@ -421,6 +470,8 @@ def partial_sums(
     total = np.zeros((size, size), dtype=np.int64)
     t = spec.tensor_degree
     tensor = np.zeros(t**d, dtype=np.int64) if t else None
+    cells = spec.histogram_cells
+    histograms = np.zeros(d * cells, dtype=np.int64) if cells else None
     seen = invalid = clamped = 0
     for batch in batches:
         batch = np.asarray(batch, dtype=np.float64).reshape(-1, d)
@@ -434,10 +485,19 @@ def partial_sums(
         for start in range(0, x.shape[0], GEMM_CHUNK_ROWS):
             z = design_columns(x[start : start + GEMM_CHUNK_ROWS], spec.degree)
             total += (z.T @ z).astype(np.int64)
+        if histograms is not None:
+            histograms += np.bincount((histogram_cell(x, cells) + cells * np.arange(d)).ravel(),
+                                      minlength=d * cells)
         if tensor is not None:
             rows = max(1, TENSOR_CHUNK_VALUES // t**d)
             for start in range(0, x.shape[0], rows):
                 products = tensor_products(x[start : start + rows], t)
                 tensor += np.rint(products * TENSOR_SCALE).astype(np.int64).sum(axis=0)
     return ExactSums(spec.degree, d, total.astype(object), seen, invalid, clamped, t,
-                     None if tensor is None else tensor.astype(object))
+                     None if tensor is None else tensor.astype(object),
+                     None if histograms is None else histograms.reshape(d, cells))
+
+
+def histogram_cell(x: np.ndarray, cells: int) -> np.ndarray:
+    """Index of the equal cell of [-1, 1] holding each value (``1`` goes to the last cell)."""
+    return np.clip(np.floor((x + 1.0) * (cells / 2.0)), 0, cells - 1).astype(np.int64)

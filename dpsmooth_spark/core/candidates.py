@@ -47,16 +47,6 @@ class GridMarginals:
             out[:, i] = np.interp(u[:, i], cdf, edges)
         return out
 
-    def cdf(self, x: np.ndarray) -> np.ndarray:
-        """CDF of every column at ``x`` (``(C, d)``)."""
-        d, g = self.probabilities.shape
-        edges = np.linspace(-1.0, 1.0, g + 1)
-        out = np.empty_like(x)
-        for i in range(d):
-            cdf = np.concatenate([[0.0], np.cumsum(self.probabilities[i])])
-            out[:, i] = np.interp(x[:, i], edges, cdf / cdf[-1])
-        return out
-
 
 def correlation_from_covariance(cov: np.ndarray, floor: float = 1e-9) -> np.ndarray:
     """Correlation matrix of a covariance, with diagonal entries kept at least ``floor``."""

@@ -139,19 +139,26 @@ def fit_within_noise(
     log_prior: np.ndarray | None = None,
     slack: float = 0.05,
     solver: str = "glop",
+    tolerance: float | np.ndarray = 1.0,
 ) -> tuple[MaxEntFit, L1Fit]:
-    """The reduced LP (OR-Tools), then :func:`maxent_projection` with targets it makes feasible.
+    """The reduced LP (OR-Tools, on the noise-scaled answers ``W u / sigma ~ b / sigma``), then
+    :func:`maxent_projection` with targets it makes feasible.
 
-    Each group's target is ``max(|G|, (1 + slack) chi2_G(u_LP))``: within the noise where the
-    support can get there, else as close as the LP's solution (the L1 optimum, a point that
-    meets every target at once) gets.
+    Each group's target is ``max(tolerance |G|, (1 + slack) chi2_G(u_LP))``: within the noise
+    (``tolerance = 1``) where the support can get there, else as close as the LP's solution (the
+    L1 optimum, a point that meets every target at once) gets; ``tolerance = 0`` asks for the
+    closest fit the LP finds, and the maximum-entropy weights among those. ``tolerance`` is one
+    number or one per group.
 
     Returns:
-        ``(maximum-entropy fit, LP fit)``.
+        ``(maximum-entropy fit, LP fit)``; the LP's objective is in noise units.
     """
     sigma = np.broadcast_to(np.asarray(sigma, dtype=np.float64), b.shape)
     groups = np.zeros(b.size, dtype=np.int64) if groups is None else np.asarray(groups, dtype=np.int64)
-    lp = solve_l1_fit(w, b, solver=solver)
+    # The LP weighs each answer by its noise (L1 in z-scores), like the targets it sets.
+    lp = solve_l1_fit(w / sigma[:, None], b / sigma, solver=solver)
     sizes = np.bincount(groups).astype(np.float64)
-    targets = np.maximum(sizes, (1.0 + slack) * group_chi_square(w, lp.weights, b, sigma, groups))
+    targets = np.maximum(tolerance * sizes,
+                         (1.0 + slack) * group_chi_square(w, lp.weights, b, sigma, groups))
+    targets = np.maximum(targets, 1e-6 * sizes)  # keep every ball non-degenerate
     return maxent_projection(w, b, sigma, targets, groups, log_prior), lp

@@ -39,6 +39,18 @@ def release_basis_sums(sums: np.ndarray, budget: float, accountant: PrivacyAccou
     return noisy, scale
 
 
+def release_histograms(counts: np.ndarray, budget: float, accountant: PrivacyAccountant,
+                       noise: NoiseSource) -> tuple[np.ndarray, float]:
+    """``(d, B)`` one-way histogram counts plus noise for ``budget`` (L1 sensitivity d, L2
+    sqrt(d): a record is in one cell per column); returns (noisy counts, scale)."""
+    d = int(counts.shape[0])
+    sens = sensitivity.histograms_l1(d) if accountant.pure else sensitivity.histograms_l2(d)
+    scale = accountant.noise_scale(sens, budget)
+    noisy = add_noise(np.asarray(counts, dtype=np.float64), scale, accountant, noise)
+    accountant.charge("histograms", sens, scale)
+    return noisy, scale
+
+
 def noise_std(scale: float, accountant: PrivacyAccountant) -> float:
     """Standard deviation of one noise draw of ``scale`` (Laplace: sqrt(2) b)."""
     return (np.sqrt(2.0) if accountant.pure else 1.0) * scale

@@ -23,6 +23,16 @@ def basis_sums_l2(num_functions: int) -> float:
     return math.sqrt(num_functions)
 
 
+def histograms_l1(d: int) -> float:
+    """L1 sensitivity of d one-way histograms: a record adds 1 to one cell of each (privacy.md §3c)."""
+    return float(d)
+
+
+def histograms_l2(d: int) -> float:
+    """L2 sensitivity of d one-way histograms: ``sqrt(d)`` (privacy.md §3c)."""
+    return math.sqrt(d)
+
+
 def psi_product_l1(d: int, k: int) -> float:
     """L1 sensitivity of ``S X`` with ``S = sum x x^T``, ``X`` orthonormal ``d x k`` (privacy.md §4).
 

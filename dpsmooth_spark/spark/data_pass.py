@@ -23,7 +23,8 @@ from dpsmooth_spark.core.basis import (
     valid_rows,
 )
 
-RESULT_SCHEMA = "gram binary, tensor binary, rows_seen long, rows_invalid long, rows_clamped long"
+RESULT_SCHEMA = ("gram binary, tensor binary, histograms binary, rows_seen long, rows_invalid long, "
+                 "rows_clamped long")
 
 
 def _kernel(columns: list[str], lower: np.ndarray, upper: np.ndarray, spec: PassSpec):
@@ -45,9 +46,11 @@ def _kernel(columns: list[str], lower: np.ndarray, upper: np.ndarray, spec: Pass
 def _result_batch(sums: ExactSums) -> pa.RecordBatch:
     """One task's exact sums as a one-row Arrow batch of :data:`RESULT_SCHEMA`."""
     tensor = b"" if sums.tensor is None else np.array(sums.tensor, dtype=np.int64).tobytes()
+    histograms = b"" if sums.histograms is None else sums.histograms.astype(np.int64).tobytes()
     return pa.RecordBatch.from_pydict({
         "gram": [np.array(sums.gram, dtype=np.int64).tobytes()],
         "tensor": [tensor],
+        "histograms": [histograms],
         "rows_seen": [sums.rows_seen],
         "rows_invalid": [sums.rows_invalid],
         "rows_clamped": [sums.rows_clamped],
@@ -58,15 +61,17 @@ def _merge_results(results: DataFrame, d: int, spec: PassSpec) -> ExactSums:
     """Merge the per-task results exactly in a tree on the executors: the driver receives a few
     results, not one per partition (tens of thousands on a large table, docs/scaling.md)."""
     size = 1 + d * spec.degree
-    degree, tensor_degree = spec.degree, spec.tensor_degree
+    degree, tensor_degree, cells = spec.degree, spec.tensor_degree, spec.histogram_cells
 
     def parse(row) -> ExactSums:
         gram = np.frombuffer(row["gram"], dtype=np.int64).reshape(size, size).astype(object)
         tensor = np.frombuffer(row["tensor"], dtype=np.int64).astype(object) if tensor_degree else None
+        histograms = (np.frombuffer(row["histograms"], dtype=np.int64).reshape(d, cells)
+                      if cells else None)
         return ExactSums(degree, d, gram, row["rows_seen"], row["rows_invalid"], row["rows_clamped"],
-                         tensor_degree, tensor)
+                         tensor_degree, tensor, histograms)
 
-    zero = ExactSums.zero(d, degree, tensor_degree)
+    zero = ExactSums.zero(d, degree, tensor_degree, cells)
     return results.rdd.map(parse).treeAggregate(zero, ExactSums.merge, ExactSums.merge, depth=2)
 
 
@@ -195,7 +200,7 @@ def exact_sums_arrow(spark: SparkSession, path: str | list[str], bounds: PublicB
         yield _result_batch(partial_sums(arrays(), lower, upper, spec))
 
     if not units:
-        return ExactSums.zero(bounds.d, spec.degree, spec.tensor_degree)
+        return ExactSums.zero(bounds.d, spec.degree, spec.tensor_degree, spec.histogram_cells)
     tasks = max(1, min(len(units), spark.sparkContext.defaultParallelism * 4))
     plan = spark.createDataFrame(units, "file string, row_group int").repartition(tasks)
     return _merge_results(plan.mapInArrow(run, RESULT_SCHEMA), bounds.d, spec)

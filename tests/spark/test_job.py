@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dpsmooth_spark.config import parse_config
-from dpsmooth_spark.core.basis import PublicBounds, partial_sums
+from dpsmooth_spark.core.basis import PassSpec, PublicBounds, partial_sums
 from dpsmooth_spark.pipeline.synthesize import InvalidDataError, run_synthesize
 from dpsmooth_spark.spark.data_pass import exact_sums
 from dpsmooth_spark.spark.io import InputError, OutputExistsError, read_table
@@ -49,11 +49,18 @@ def test_data_pass_is_exact_and_independent_of_partitioning(spark, wdbc_table, w
     lower = np.array([b[0] for b in wdbc_bounds.values()])
     upper = np.array([b[1] for b in wdbc_bounds.values()])
     local = np.column_stack([wdbc_table[c].to_numpy().astype(float) for c in columns])
-    expected = partial_sums([local], lower, upper, 2)
+    spec = PassSpec(2, histogram_cells=16)
+    expected = partial_sums([local], lower, upper, spec)
+    # the histograms against numpy's own count of the clamped, scaled values (top edge closed)
+    scaled = np.clip(2 * (local - lower) / (upper - lower) - 1, -1, 1)
+    numpy_counts = np.array([np.histogram(scaled[:, i], bins=16, range=(-1, 1))[0]
+                             for i in range(len(columns))])
+    np.testing.assert_array_equal(expected.histograms, numpy_counts)
     df = read_table(spark, str(ROOT / "data" / "wdbc.parquet"), "parquet", columns)
     for parts in (1, 3, 8):
-        got = exact_sums(df.repartition(parts), PublicBounds.from_mapping(wdbc_bounds), 2)
+        got = exact_sums(df.repartition(parts), PublicBounds.from_mapping(wdbc_bounds), spec)
         assert (got.gram == expected.gram).all()
+        np.testing.assert_array_equal(got.histograms, expected.histograms)
         assert got.rows_seen == 569 and got.rows_invalid == 0
 
 
@@ -222,9 +229,12 @@ def test_arrow_reader_pass_equals_the_spark_pass(spark, tmp_path, wdbc_bounds):
                                  "m": pa.array([Decimal("0.5")] * 1000, pa.decimal128(6, 2))}),
                        folder / f"part-{i}.parquet", row_group_size=300)
     small = PublicBounds.from_mapping({"a": (0.0, 1.0), "b": (0.0, 1.0), "k": (0.0, 4.0), "m": (0.0, 1.0)})
-    via_spark = exact_sums(read_table(spark, str(folder), "parquet", list(small.columns)), small, 2)
-    via_arrow = exact_sums_arrow(spark, str(folder), small, 2)
+    spec = PassSpec(2, histogram_cells=8)
+    via_spark = exact_sums(read_table(spark, str(folder), "parquet", list(small.columns)), small, spec)
+    via_arrow = exact_sums_arrow(spark, str(folder), small, spec)
     assert (via_arrow.gram == via_spark.gram).all()
+    np.testing.assert_array_equal(via_arrow.histograms, via_spark.histograms)
+    assert via_spark.histograms.sum(axis=1).tolist() == [3000 - 6] * 4
     assert (via_arrow.rows_seen, via_arrow.rows_invalid, via_arrow.rows_clamped) == (
         via_spark.rows_seen, via_spark.rows_invalid, via_spark.rows_clamped) == (3000, 6, via_spark.rows_clamped)
     assert not arrow_readable(str(folder), ["a", "missing"])

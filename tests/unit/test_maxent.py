@@ -1,11 +1,19 @@
-"""The maximum-entropy fit, its candidates and the sampling: pure numpy, seeded."""
+"""The maximum-entropy fit, its candidates, the histograms and the sampling: pure numpy, seeded."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from dpsmooth_spark.core.basis import BasisSet, ProjectionBasis, chebyshev_table
+from dpsmooth_spark.core.basis import (
+    BasisSet,
+    HistogramBasis,
+    PassSpec,
+    ProjectionBasis,
+    chebyshev_table,
+    coarsen_histograms,
+    partial_sums,
+)
 from dpsmooth_spark.core.candidates import (
     GridMarginals,
     gaussian_copula_log_density,
@@ -13,6 +21,8 @@ from dpsmooth_spark.core.candidates import (
 )
 from dpsmooth_spark.core.maxent import fit_within_noise, group_chi_square, maxent_projection
 from dpsmooth_spark.core.sampling import reflect_into_cube, sample_records
+from dpsmooth_spark.mechanisms.smooth_pca.measure import histogram_bins
+from dpsmooth_spark.privacy.accountant import PrivacyAccountant
 
 
 def test_prior_that_fits_within_the_noise_is_returned_unchanged(rng):
@@ -90,3 +100,21 @@ def test_reflection_never_leaves_the_cube_and_puts_no_mass_on_bounds(rng):
     np.testing.assert_allclose(reflect_into_cube(np.array([1.2, -1.3, 0.5, 3.5])), [0.8, -0.7, 0.5, -0.5])
     rows = sample_records(np.array([[0.99, -0.99]]), np.array([1.0]), 1000, 0.05, rng)
     assert np.all(np.abs(rows) < 1.0)
+
+
+def test_histogram_cells_coarsen_and_evaluate_consistently(rng):
+    x = rng.uniform(-1, 1, size=(1000, 2))
+    x[0] = [1.0, -1.0]  # the bounds go to the end cells
+    fine = partial_sums([x], -np.ones(2), np.ones(2), PassSpec(1, histogram_cells=16)).histograms
+    coarse = coarsen_histograms(fine, 4)
+    np.testing.assert_array_equal(coarse, HistogramBasis(2, 4).evaluate(x).sum(axis=1).reshape(2, 4))
+    assert coarse.sum() == 2000
+    with pytest.raises(ValueError, match="do not divide"):
+        coarsen_histograms(fine, 3)
+
+
+def test_histogram_cells_follow_the_budget():
+    """More records per unit of noise buy finer histograms (public inputs only)."""
+    accountant = PrivacyAccountant(1.0)
+    found = [histogram_bins(n, accountant, 0.5, 10, 256) for n in (100, 2000, 10**5, 10**8)]
+    assert found == sorted(found) and found[0] == 4 and found[-1] == 64

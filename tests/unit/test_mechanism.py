@@ -40,8 +40,8 @@ def test_budget_is_spent_exactly_once(rng, delta, strategy):
     synth = SmoothSynthesizer(0.7, bounds, delta=delta, params=params, random_state=2).fit(table)
     account = synth.accountant_.to_dict()
     stages = [c["stage"] for c in account["stages"]]
-    assert stages == (["count", "basis_sums", "psi", "directions"] if strategy == "psi"
-                      else ["count", "basis_sums"])
+    assert stages == (["count", "histograms", "basis_sums", "psi", "directions"]
+                      if strategy == "psi" else ["count", "histograms", "basis_sums"])
     assert account["epsilon_spent"] == pytest.approx(0.7)
     assert all(c["mechanism"] == ("laplace" if delta == 0 else "gaussian") for c in account["stages"])
 
@@ -136,12 +136,31 @@ def test_unusual_shapes_release_valid_tables(rng, d, rows, constant):
 
 
 def test_max_functions_caps_the_auto_basis():
-    """At d = 30 and a large count, auto picks pairwise degree 3 (R = 1395); a cap of 500 keeps
-    the largest affordable option within it (pairwise degree 2: R = 495)."""
+    """At d = 30 and a large count, auto picks the pair terms of degree 3 (R = 3 x 435 = 1305); a
+    cap of 500 keeps the largest affordable option within it (T_1 T_1 pairs: R = 435)."""
     from dpsmooth_spark.mechanisms.smooth_pca import choose_basis
     from dpsmooth_spark.privacy.accountant import PrivacyAccountant
 
     accountant = PrivacyAccountant(1.0)
     free = choose_basis(SmoothPCAParams(), 30, 1e8, accountant, 0.85)
     capped = choose_basis(SmoothPCAParams(max_functions=500), 30, 1e8, accountant, 0.85)
-    assert (free.size, capped.size) == (1395, 495)
+    assert (free.size, capped.size) == (1305, 435)
+
+
+def test_marginals_only_release_round_trips_its_summary(rng):
+    """At a small budget with no anchor, only the one-way marginals are measured (no pair term):
+    the release still fits, samples, and its persisted summary reloads to the same statistics."""
+    from dpsmooth_spark.mechanisms.smooth_pca import NoisySummary
+
+    names = [f"c{i}" for i in range(8)]
+    table = {c: rng.uniform(0, 1, 1000) for c in names}
+    bounds = {c: (0.0, 1.0) for c in names}
+    synth = SmoothSynthesizer(0.2, bounds, random_state=6).fit(table)
+    summary = synth.result_.summary
+    assert summary.basis.size == 0 and summary.histograms is not None
+    assert [c["stage"] for c in synth.accountant_.to_dict()["stages"]] == ["count", "histograms"]
+    again = NoisySummary.from_dict(summary.to_dict())
+    np.testing.assert_array_equal(again.histograms, summary.histograms)
+    assert again.basis.size == 0 and again.noisy_count == summary.noisy_count
+    out = synth.sample(500)
+    assert all(np.all((out[c] > 0) & (out[c] < 1)) for c in names)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpsmooth_spark.core.basis import chebyshev_table
+from dpsmooth_spark.core.basis import HistogramBasis, chebyshev_table
 from dpsmooth_spark.core.candidates import (
     GridMarginals,
     correlation_from_covariance,
@@ -43,24 +43,44 @@ class Candidates:
 
 
 def marginal_priors(summary: NoisySummary, params: SmoothPCAParams) -> GridMarginals:
-    """Per column, the maximum-entropy density on a grid that fits its noisy ``T_r(x_i)``
-    answers within their noise (uniform where the answers cannot tell it from uniform)."""
+    """Per column, the maximum-entropy density on a grid of cells that fits the column's noisy
+    histogram (and ``T_r(x_i)`` answers, if measured) as ``marginal_tolerance`` asks: by default
+    as closely as the grid allows, so the marginals are unbiased."""
     cells = params.marginal_cells
     centres = GridMarginals.centres(cells)
+    n = max(summary.noisy_count, 1.0)
     table = chebyshev_table(centres, summary.basis.degree)  # (cells, g + 1)
-    b = summary.normalised
-    std = summary.basis_noise_std / max(summary.noisy_count, 1.0)
     nonzero = summary.basis.indices != 0
     single = nonzero.sum(axis=1) == 1
     probs = np.full((summary.basis.d, cells), 1.0 / cells)
     for i in range(summary.basis.d):
         rows = np.flatnonzero(single & nonzero[:, i])
-        if rows.size == 0:
+        w = [table[:, summary.basis.indices[rows, i]].T]  # (K, cells)
+        b = [summary.normalised[rows]]
+        std = [summary.basis_noise_std[rows] / n]
+        if summary.histograms is not None:
+            bins = summary.histograms.shape[1]
+            w.append(HistogramBasis(1, bins).evaluate(centres[:, None]))
+            b.append(summary.histograms[i] / n)
+            std.append(np.full(bins, summary.histogram_noise_std / n))
+        if sum(len(v) for v in b) == 0:
             continue
-        w = table[:, summary.basis.indices[rows, i]].T  # (K, cells)
-        fit, _ = fit_within_noise(w, b[rows], std, slack=params.fit_slack, solver=params.lp_solver)
+        if rows.size == 0 and params.marginal_tolerance == 0 and summary.histograms is not None:
+            probs[i] = _histogram_density(summary.histograms[i], cells)
+            continue
+        fit, _ = fit_within_noise(np.vstack(w), np.concatenate(b), np.concatenate(std),
+                                  slack=params.fit_slack, solver=params.lp_solver,
+                                  tolerance=params.marginal_tolerance)
         probs[i] = fit.weights
     return GridMarginals(probs)
+
+
+def _histogram_density(counts: np.ndarray, cells: int) -> np.ndarray:
+    """The closest distribution to a noisy histogram (negative counts as 0), spread evenly over
+    the grid cells of each bin: the maximum-entropy density that matches it."""
+    mass = np.maximum(counts, 0.0)
+    mass = mass / mass.sum() if mass.sum() > 0 else np.full(counts.size, 1.0 / counts.size)
+    return np.repeat(mass / (cells // counts.size), cells // counts.size)
 
 
 def private_correlation(summary: NoisySummary) -> np.ndarray | None:

@@ -21,6 +21,10 @@ from dpsmooth_spark.mechanisms.smooth_pca.candidates import Candidates, make_can
 from dpsmooth_spark.mechanisms.smooth_pca.measure import NoisySummary, measurements
 from dpsmooth_spark.mechanisms.smooth_pca.params import SmoothPCAParams
 
+JOINT_MARGINAL_TOLERANCE = 0.1
+"""Chi-square per answer the joint fit may leave on a one-way marginal: it keeps the marginals
+the candidates were drawn from (a target of 0 would make the dual ill-conditioned)."""
+
 
 @dataclass
 class SynthesisResult:
@@ -30,7 +34,7 @@ class SynthesisResult:
         summary: the noisy summary.
         candidates: ``(C, d)`` support points (scaled units).
         weights: ``(C,)`` the fitted distribution.
-        lp_objective: ``||W u - b~||_1`` at the LP optimum.
+        lp_objective: ``||W u - b~||_1`` at the LP's solution (the LP weighs answers by noise).
         fit_objective: ``||W u - b~||_1`` of ``weights``.
         chi2: ``sum ((W u - b~) / sigma)^2`` of ``weights``; ``functions`` is its expectation
             for the true table.
@@ -58,18 +62,20 @@ class SynthesisResult:
 
 
 def fit_weights(w: np.ndarray, b: np.ndarray, sigma: np.ndarray, groups: np.ndarray,
-                support: Candidates, params: SmoothPCAParams) -> tuple[np.ndarray, float, float]:
-    """``(weights, LP optimum, KL to the prior)`` for basis values ``w`` at the candidates."""
+                tolerance: np.ndarray, support: Candidates,
+                params: SmoothPCAParams) -> tuple[np.ndarray, float, float]:
+    """``(weights, ||W u_LP - b||_1, KL to the prior)`` for basis values ``w`` at the candidates;
+    the LP weighs each answer by its noise."""
     if params.fit == "maxent":
         projected, lp = fit_within_noise(w, b, sigma, groups, support.log_prior,
-                                         params.fit_slack, params.lp_solver)
-        return projected.weights, lp.objective, projected.kl
-    lp = solve_l1_fit(w, b, solver=params.lp_solver)
+                                         params.fit_slack, params.lp_solver, tolerance)
+        return projected.weights, float(np.abs(w @ lp.weights - b).sum()), projected.kl
+    lp = solve_l1_fit(w / sigma[:, None], b / sigma, solver=params.lp_solver)
     prior = np.exp(support.log_prior - support.log_prior.max())
     prior /= prior.sum()
     positive = lp.weights > 0
     kl = float(np.sum(lp.weights[positive] * np.log(lp.weights[positive] / prior[positive])))
-    return lp.weights, lp.objective, kl
+    return lp.weights, float(np.abs(w @ lp.weights - b).sum()), kl
 
 
 def fit_from_summary(summary: NoisySummary, params: SmoothPCAParams,
@@ -78,16 +84,17 @@ def fit_from_summary(summary: NoisySummary, params: SmoothPCAParams,
     timings: dict[str, float] = {}
     start = time.perf_counter()
     support = make_candidates(summary, params, rng)
-    found = measurements(summary)
+    found = measurements(summary, max(params.marginal_tolerance, JOINT_MARGINAL_TOLERANCE))
     w = np.vstack([m.queries.evaluate(support.points) for m in found])
     b = np.concatenate([m.values for m in found])
-    sigma = np.concatenate([np.full(m.values.size, m.std) for m in found])
+    sigma = np.concatenate([np.broadcast_to(m.std, m.values.shape) for m in found])
     offsets = np.cumsum([0] + [int(m.groups.max()) + 1 for m in found])
     groups = np.concatenate([m.groups + off for m, off in zip(found, offsets)])
+    tolerance = np.concatenate([m.tolerance for m in found])
     timings["candidates"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    weights, lp_objective, kl = fit_weights(w, b, sigma, groups, support, params)
+    weights, lp_objective, kl = fit_weights(w, b, sigma, groups, tolerance, support, params)
     timings["fit"] = time.perf_counter() - start
 
     centres = support.marginals.centres(support.marginals.cells)

@@ -1,9 +1,11 @@
 """Stage 1, measure: every DP statistic of the mechanism, from the exact sums of the data pass.
 
 1. the noisy count (sensitivity 1);
-2. noisy basis sums ``sum_x prod_i T_{r_i}(x_i)`` over R multi-indices (L1 sensitivity R,
-   L2 sqrt(R)); the basis is picked from the noisy count when ``basis: auto``;
-3. with the ``psi`` strategy: Private Subspace Iteration (Algorithm 4) on the centred second
+2. one noisy histogram per column (L1 sensitivity d, L2 sqrt(d)), with cells chosen from the
+   noisy count: the one-way marginals;
+3. noisy basis sums ``sum_x prod_i T_{r_i}(x_i)`` over R multi-indices (L1 sensitivity R,
+   L2 sqrt(R)); the basis (pair terms) is picked from the noisy count when ``basis: auto``;
+4. with the ``psi`` strategy: Private Subspace Iteration (Algorithm 4) on the centred second
    moment, then the noisy sums of ``T_2`` along each of its k directions (L1 sensitivity k),
    which say how strongly the columns vary together along them.
 
@@ -14,16 +16,30 @@ post-processing.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from dpsmooth_spark.core.basis import BasisSet, ExactSums, ProjectionBasis, PublicBounds
+from dpsmooth_spark.core.basis import (
+    BasisSet,
+    ExactSums,
+    HistogramBasis,
+    ProjectionBasis,
+    PublicBounds,
+    coarsen_histograms,
+)
 from dpsmooth_spark.core.candidates import nearest_psd
 from dpsmooth_spark.core.subspace import SubspaceEstimate, private_subspace_iteration
 from dpsmooth_spark.mechanisms.smooth_pca.params import SmoothPCAParams, choose_basis
-from dpsmooth_spark.mechanisms.stages import add_noise, noise_std, release_basis_sums, release_count
+from dpsmooth_spark.mechanisms.stages import (
+    add_noise,
+    noise_std,
+    release_basis_sums,
+    release_count,
+    release_histograms,
+)
 from dpsmooth_spark.privacy import sensitivity
 from dpsmooth_spark.privacy.accountant import PrivacyAccountant
 from dpsmooth_spark.privacy.noise import NoiseSource
@@ -31,6 +47,11 @@ from dpsmooth_spark.privacy.noise import NoiseSource
 PSI_NOISE_TARGET = 0.05
 """``candidate_strategy: auto`` runs PSI only when the noise of one entry of its normalised matrix
 product, predicted from the noisy count, is below this; else the budget goes to the basis."""
+MIN_HISTOGRAM_BINS = 8
+"""Fewest histogram cells worth measuring; below, the marginals are measured as moments."""
+JOINT_ROWS = 2048
+"""Histogram cells (all columns together) that the joint fit keeps in place: each column's
+histogram is coarsened to the largest power of two with ``d * cells <= JOINT_ROWS``."""
 VARIANCE_FLOOR = 1e-4
 """Smallest per-axis variance (scaled units) of the private moments: keeps them non-degenerate."""
 
@@ -40,19 +61,21 @@ class Measurement:
     """One group of released statistics, as plain data (Private-PGM's measurement tuple).
 
     Attributes:
-        name: what it is (``basis``, ``directions``).
+        name: what it is (``histograms``, ``basis``, ``directions``).
         queries: the functions (``evaluate(points) -> (R, C)``).
         values: ``(R,)`` noisy answers, normalised by the noisy count.
         std: noise standard deviation of each normalised answer.
         groups: ``(R,)`` labels ``0 .. G-1``: answers the fit must match to within their noise
             together (one column's marginal, one hub column's pairs).
+        tolerance: ``(G,)`` chi-square per answer each group may leave (1: within the noise).
     """
 
     name: str
-    queries: BasisSet | ProjectionBasis
+    queries: BasisSet | ProjectionBasis | HistogramBasis
     values: np.ndarray
-    std: float
+    std: np.ndarray | float
     groups: np.ndarray
+    tolerance: np.ndarray
 
 
 @dataclass
@@ -64,7 +87,9 @@ class NoisySummary:
         basis: the multi-indices.
         noisy_count: count plus noise.
         noisy_sums: basis sums plus noise, ``(R,)``.
-        basis_noise_std: standard deviation of the noise of each basis sum.
+        basis_noise_std: ``(R,)`` standard deviation of the noise of each basis sum.
+        histograms: ``(d, B)`` one-way histogram counts plus noise (cells of [-1, 1]).
+        histogram_noise_std: standard deviation of the noise of each count.
         pca: PSI output when the ``psi`` strategy ran.
         directions: the k private directions measured after PSI.
         direction_sums: ``T_2`` sums along them plus noise, ``(k,)``.
@@ -75,7 +100,9 @@ class NoisySummary:
     basis: BasisSet
     noisy_count: float
     noisy_sums: np.ndarray
-    basis_noise_std: float
+    basis_noise_std: np.ndarray
+    histograms: np.ndarray | None = None
+    histogram_noise_std: float = 0.0
     pca: SubspaceEstimate | None = None
     directions: ProjectionBasis | None = None
     direction_sums: np.ndarray | None = None
@@ -90,8 +117,8 @@ class NoisySummary:
         """Private mean and covariance (scaled units) read off the basis answers.
 
         Uses ``x = T_1(x)``, ``x^2 = (T_2(x) + 1) / 2`` and ``x_i x_j = T_1(x_i) T_1(x_j)``;
-        entries without a matching basis function fall back to the uniform distribution's
-        (variance 1/3, covariance 0).
+        entries without a matching basis function come from the noisy histograms (mean and
+        variance) or are 0 (covariance).
         """
         d = self.basis.d
         b = self.normalised
@@ -104,11 +131,13 @@ class NoisySummary:
             j = lookup.get(tuple(idx))
             return None if j is None else float(b[j])
 
-        mean = np.clip(np.array([answer((i, 1)) or 0.0 for i in range(d)]), -1.0, 1.0)
+        hist_mean, hist_var = self.histogram_moments()
+        t1 = [answer((i, 1)) for i in range(d)]
+        mean = np.clip([hist_mean[i] if v is None else v for i, v in enumerate(t1)], -1.0, 1.0)
         cov = np.zeros((d, d))
         for i in range(d):
             t2 = answer((i, 2))
-            cov[i, i] = (t2 + 1.0) / 2.0 - mean[i] ** 2 if t2 is not None else 1.0 / 3.0
+            cov[i, i] = (t2 + 1.0) / 2.0 - mean[i] ** 2 if t2 is not None else hist_var[i]
             for j in range(i + 1, d):
                 t11 = answer((i, 1), (j, 1))
                 if t11 is not None:
@@ -116,13 +145,24 @@ class NoisySummary:
         np.fill_diagonal(cov, np.clip(np.diag(cov), VARIANCE_FLOOR, 1.0))
         return mean, nearest_psd(cov, VARIANCE_FLOOR)
 
+    def histogram_moments(self) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and variance of each column from its noisy histogram (negative counts as 0);
+        the uniform distribution's (0, 1/3) without histograms."""
+        d = self.basis.d
+        if self.histograms is None:
+            return np.zeros(d), np.full(d, 1.0 / 3.0)
+        bins = self.histograms.shape[1]
+        centres = -1.0 + (2.0 * np.arange(bins) + 1.0) / bins
+        probs = np.maximum(self.histograms, 0.0) + 1e-12
+        probs /= probs.sum(axis=1, keepdims=True)
+        mean = probs @ centres
+        # within-cell variance of a uniform cell: width^2 / 12
+        return mean, probs @ centres**2 - mean**2 + (2.0 / bins) ** 2 / 12.0
+
     @property
     def has_all_pairs(self) -> bool:
         """Whether the basis measures ``T_1(x_i) T_1(x_j)`` for every pair of columns."""
-        d = self.basis.d
-        first_pairs = ((self.basis.indices == 1).sum(axis=1) == 2) & (
-            (self.basis.indices != 0).sum(axis=1) == 2)
-        return d < 2 or int(first_pairs.sum()) >= d * (d - 1) // 2
+        return all_pairs_of(self.basis)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> NoisySummary:
@@ -137,7 +177,10 @@ class NoisySummary:
         basis = BasisSet(d, int(indices.max(initial=1)), indices.reshape(-1, d))
         noisy_count = float(data["noisy_count"])
         summary = cls(bounds, basis, noisy_count, np.array(data["noisy_sums"], float),
-                      float(data["basis_noise_std"]))
+                      np.broadcast_to(np.array(data["basis_noise_std"], float), (basis.size,)).copy())
+        if "histograms" in data:
+            summary.histograms = np.array(data["histograms"]["noisy_counts"], float)
+            summary.histogram_noise_std = float(data["histograms"]["noise_std"])
         if "pca" in data:
             summary.pca = SubspaceEstimate(np.array(data["pca"]["vectors"], float),
                                            np.array(data["pca"]["eigenvalues"], float)
@@ -160,8 +203,14 @@ class NoisySummary:
             "multi_indices": self.basis.indices.tolist(),
             "noisy_sums": self.noisy_sums.tolist(),
             "noisy_means": self.normalised.tolist(),
-            "basis_noise_std": self.basis_noise_std,
+            "basis_noise_std": self.basis_noise_std.tolist(),
         }
+        if self.histograms is not None:
+            out["histograms"] = {
+                "cells": "equal cells of [-1, 1] in the scaled units, per column",
+                "noisy_counts": self.histograms.tolist(),
+                "noise_std": self.histogram_noise_std,
+            }
         if self.pca is not None:
             out["pca"] = {
                 "vectors": self.pca.vectors.tolist(),
@@ -175,6 +224,12 @@ class NoisySummary:
                 "noise_std": self.direction_noise_std,
             }
         return out
+
+
+def all_pairs_of(basis: BasisSet) -> bool:
+    """Whether ``basis`` has ``T_1(x_i) T_1(x_j)`` for every pair of columns."""
+    first_pairs = ((basis.indices == 1).sum(axis=1) == 2) & ((basis.indices != 0).sum(axis=1) == 2)
+    return basis.d < 2 or int(first_pairs.sum()) >= basis.d * (basis.d - 1) // 2
 
 
 def basis_groups(basis: BasisSet) -> np.ndarray:
@@ -195,15 +250,36 @@ def basis_groups(basis: BasisSet) -> np.ndarray:
     return labels.reshape(-1).astype(np.int64)
 
 
-def measurements(summary: NoisySummary) -> list[Measurement]:
-    """The summary's statistics as measurements for the fit (normalised by the noisy count)."""
+def measurements(summary: NoisySummary, marginal_tolerance: float = 0.0,
+                 joint_rows: int = JOINT_ROWS) -> list[Measurement]:
+    """The summary's statistics as measurements for the fit (normalised by the noisy count).
+
+    One-way marginals (histograms, ``T_r(x_i)``) get ``marginal_tolerance``, relations 1.
+    Histograms are coarsened to at most ``joint_rows`` cells in all; a coarse cell's noise is
+    the sum of its cells' noise.
+    """
     n = max(summary.noisy_count, 1.0)
-    out = [Measurement("basis", summary.basis, summary.normalised, summary.basis_noise_std / n,
-                       basis_groups(summary.basis))]
+    out = []
+    if summary.histograms is not None:
+        d, bins = summary.histograms.shape
+        keep = bins
+        while keep > 1 and d * keep > joint_rows:
+            keep //= 2
+        merged = coarsen_histograms(summary.histograms, keep)
+        std = summary.histogram_noise_std * np.sqrt(bins // keep) / n
+        out.append(Measurement("histograms", HistogramBasis(d, keep), merged.ravel() / n, std,
+                               np.repeat(np.arange(d), keep), np.full(d, marginal_tolerance)))
+    if summary.basis.size:
+        groups = basis_groups(summary.basis)
+        one_way = (summary.basis.indices != 0).sum(axis=1) == 1
+        tolerance = np.ones(int(groups.max()) + 1)
+        tolerance[groups[one_way]] = marginal_tolerance
+        out.append(Measurement("basis", summary.basis, summary.normalised,
+                               summary.basis_noise_std / n, groups, tolerance))
     if summary.directions is not None and summary.direction_sums is not None:
         out.append(Measurement("directions", summary.directions, summary.direction_sums / n,
                                summary.direction_noise_std / n,
-                               np.zeros(summary.directions.size, dtype=np.int64)))
+                               np.zeros(summary.directions.size, dtype=np.int64), np.ones(1)))
     return out
 
 
@@ -221,21 +297,33 @@ def release_summary(
 
     rest = 1.0 - params.count_fraction
     anchors = tuple(bounds.columns.index(c) for c in params.pair_columns)
-    basis = choose_basis(params, d, noisy_count, accountant, accountant.share(rest), anchors)
+    share = rest * (1.0 - params.marginal_fraction)
+    basis = choose_basis(params, d, noisy_count, accountant, accountant.share(share), anchors)
     strategy = params.candidate_strategy
     if strategy == "auto":
-        all_pairs = NoisySummary(bounds, basis, 0.0, np.zeros(basis.size), 0.0).has_all_pairs
-        strategy = "psi" if not all_pairs and d >= 2 and _psi_affordable(
+        strategy = "psi" if not all_pairs_of(basis) and d >= 2 and _psi_affordable(
             params, d, noisy_count, accountant) else "moments"
     extra = params.psi_fraction + params.directions_fraction if strategy == "psi" else 0.0
-    if extra >= rest:
-        raise ValueError("count, PSI and direction fractions leave no budget for the basis sums")
-    basis_budget = accountant.share(rest - extra)
-    if strategy == "psi":
-        basis = choose_basis(params, d, noisy_count, accountant, basis_budget, anchors)
+    if basis.size == 0:
+        marginal_share, share = rest - extra, 0.0
+    else:
+        marginal_share, share = rest * params.marginal_fraction, rest * (1.0 - params.marginal_fraction) - extra
+    if share < 0 or marginal_share <= 0:
+        raise ValueError("count, PSI and direction fractions leave no budget for the histograms "
+                         "and basis sums")
+    if strategy == "psi" and basis.size:
+        basis = choose_basis(params, d, noisy_count, accountant, accountant.share(share), anchors)
 
-    noisy_sums, scale = release_basis_sums(sums.basis_sums(basis), basis_budget, accountant, noise)
-    summary = NoisySummary(bounds, basis, noisy_count, noisy_sums, noise_std(scale, accountant))
+    summary = _release_marginals(sums, bounds, params, accountant, noise, noisy_count,
+                                 accountant.share(marginal_share))
+    if basis.size:
+        noisy_sums, scale = release_basis_sums(sums.basis_sums(basis), accountant.share(share),
+                                               accountant, noise)
+        summary.basis = BasisSet(d, max(summary.basis.degree, basis.degree),
+                                 np.vstack([summary.basis.indices, basis.indices]))
+        summary.noisy_sums = np.concatenate([summary.noisy_sums, noisy_sums])
+        summary.basis_noise_std = np.concatenate([summary.basis_noise_std,
+                                                  np.full(basis.size, noise_std(scale, accountant))])
 
     if strategy == "psi":
         summary.pca = _run_psi(sums, summary, params, accountant, noise, rng,
@@ -246,6 +334,43 @@ def release_summary(
             exact, accountant.share(params.directions_fraction), accountant, noise, stage="directions")
         summary.direction_noise_std = noise_std(dir_scale, accountant)
     return summary
+
+
+def _release_marginals(sums: ExactSums, bounds: PublicBounds, params: SmoothPCAParams,
+                       accountant: PrivacyAccountant, noise: NoiseSource, noisy_count: float,
+                       budget: float) -> NoisySummary:
+    """A summary holding the one-way marginals: noisy histograms, or, when the budget affords
+    fewer than :data:`MIN_HISTOGRAM_BINS` cells, the noisy ``T_1, T_2`` sums of every column
+    (a mean and a spread say more than four coarse cells)."""
+    if sums.histograms is None:
+        raise ValueError("the data pass did not compute the one-way histograms")
+    d, cells = sums.histograms.shape
+    bins = params.marginal_bins or histogram_bins(noisy_count, accountant, budget, d, cells)
+    if params.marginal_bins is None and bins < MIN_HISTOGRAM_BINS:
+        moments = BasisSet.marginal(d, 2)
+        noisy_sums, scale = release_basis_sums(sums.basis_sums(moments), budget, accountant, noise,
+                                               stage="marginal_moments")
+        return NoisySummary(bounds, moments, noisy_count, noisy_sums,
+                            np.full(moments.size, noise_std(scale, accountant)))
+    noisy, scale = release_histograms(coarsen_histograms(sums.histograms, bins), budget,
+                                      accountant, noise)
+    empty = BasisSet(d, 1, np.zeros((0, d), dtype=np.int64))
+    return NoisySummary(bounds, empty, noisy_count, np.zeros(0), np.zeros(0), noisy,
+                        noise_std(scale, accountant))
+
+
+def histogram_bins(noisy_count: float, accountant: PrivacyAccountant, budget: float, d: int,
+                   cells: int) -> int:
+    """Cells per histogram from public values: the power of two nearest ``(n~ / std)^(2/3)``
+    (``std`` the noise of one count; more records per unit of noise buy a finer histogram),
+    in ``[4, 64]`` and dividing ``cells``. Chosen with ``python -m benchmarks fidelity``."""
+    sens = sensitivity.histograms_l1(d) if accountant.pure else sensitivity.histograms_l2(d)
+    std = noise_std(accountant.noise_scale(sens, budget), accountant)
+    wanted = (max(noisy_count, 1.0) / std) ** (2.0 / 3.0)
+    bins = 2 ** int(np.clip(round(math.log2(max(wanted, 1.0))), 2, 6))
+    while cells % bins:
+        bins //= 2
+    return max(bins, 1)
 
 
 def _psi_sensitivity(params: SmoothPCAParams, d: int, accountant: PrivacyAccountant) -> float:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from dpsmooth_spark.core.basis import BasisSet, PassSpec
@@ -16,10 +17,12 @@ class SmoothPCAParams(BaseModel):
     """Mechanism parameters; defaults chosen from ``python -m benchmarks fidelity`` (docs/benchmarks.md).
 
     Attributes:
-        basis: ``marginal`` (``T_r(x_i)``), ``pairwise`` (plus ``T_r(x_i) T_s(x_j)``) or ``auto``:
-            the largest set in :data:`AUTO_BASES` whose per-function noise, predicted from the
-            noisy count, stays below ``auto_noise_target``.
-        degree: highest per-coordinate degree (with ``basis`` fixed); ``auto`` allows up to 4.
+        basis: ``marginal`` (``T_r(x_i)``), ``pairwise`` (plus ``T_r(x_i) T_s(x_j)``), ``pairs``
+            (the pair terms alone) or ``auto``: the largest set in :data:`AUTO_BASES` whose
+            per-function noise, predicted from the noisy count, stays below
+            ``auto_noise_target``, else the anchor pairs alone. The one-way marginals are
+            measured as histograms (``marginal_fraction``) whatever the basis.
+        degree: highest per-coordinate degree (with ``basis`` fixed); ``auto`` allows up to 3.
         candidates: number of candidate points C.
         candidate_strategy: where the private correlation that shapes the candidates comes from:
             ``moments`` (the pair terms of the basis: no extra budget), ``psi`` (the paper's
@@ -28,6 +31,11 @@ class SmoothPCAParams(BaseModel):
         pca_dim: k of PSI (default ``min(2, d)``).
         pca_iterations: T of PSI.
         count_fraction: share of the budget for the count.
+        marginal_fraction: share of the rest for the one-way histograms when a basis is measured
+            too (all of the rest, less PSI's, when the basis is empty).
+        marginal_bins: histogram cells per column (a divisor of ``marginal_cells``); ``None``:
+            the power of two nearest ``(n~ / noise std)^(2/3)``, between 4 and 64, and the
+            moments ``T_1, T_2`` of each column instead when that is below 8.
         psi_fraction: share of the budget for PSI when it runs.
         directions_fraction: share of the budget for the second moments along the k private
             directions when PSI runs.
@@ -37,6 +45,9 @@ class SmoothPCAParams(BaseModel):
         fit_slack: the maxent fit may exceed the LP optimum's chi-square by this factor when the
             noise level cannot be reached on the candidates.
         marginal_cells: grid cells per column for the private one-way marginals.
+        marginal_tolerance: chi-square per measured function that a one-way marginal may leave
+            (1: within the noise, shrinking towards uniform; 0: as close as the candidates get,
+            i.e. unbiased moments).
         copula_share: share of candidates drawn from the private-correlation copula.
         jitter: per-column standard deviation of the sampling neighbourhood, as a fraction of the
             private per-column standard deviation (0 disables it).
@@ -50,20 +61,23 @@ class SmoothPCAParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    basis: Literal["auto", "marginal", "pairwise"] = "auto"
+    basis: Literal["auto", "marginal", "pairwise", "pairs"] = "auto"
     degree: int | None = Field(default=None, ge=1, le=8)
     candidates: int = Field(default=20_000, ge=10, le=500_000)
     candidate_strategy: Literal["auto", "moments", "psi"] = "auto"
     pca_dim: int | None = Field(default=None, ge=1)
     pca_iterations: int = Field(default=5, ge=1, le=100)
     count_fraction: float = Field(default=0.05, gt=0, lt=0.5)
+    marginal_fraction: float = Field(default=0.6, gt=0, lt=1)
+    marginal_bins: int | None = Field(default=None, ge=1)
     psi_fraction: float = Field(default=0.1, gt=0, lt=0.9)
     directions_fraction: float = Field(default=0.1, gt=0, lt=0.9)
     fit: Literal["maxent", "lp"] = "maxent"
     fit_slack: float = Field(default=0.05, ge=0, le=10)
     marginal_cells: int = Field(default=256, ge=4, le=65_536)
+    marginal_tolerance: float = Field(default=0.0, ge=0, le=10)
     copula_share: float = Field(default=0.5, ge=0, le=1)
-    jitter: float = Field(default=0.1, ge=0, le=2)
+    jitter: float = Field(default=0.02, ge=0, le=2)
     auto_noise_target: float = Field(default=0.02, gt=0)
     max_functions: int | None = Field(default=None, ge=1)
     lp_solver: Literal["glop", "pdlp", "clp"] = "glop"
@@ -76,18 +90,16 @@ class SmoothPCAParams(BaseModel):
         return max(spec[1] for spec in AUTO_BASES) if self.basis == "auto" else 2
 
     def pass_spec(self) -> PassSpec:
-        """What the data pass computes for this mechanism (the Gram matrix only)."""
-        return PassSpec(self.data_pass_degree())
+        """What the data pass computes for this mechanism: the Gram matrix and the histograms."""
+        return PassSpec(self.data_pass_degree(), histogram_cells=self.marginal_cells)
 
 
 AUTO_BASES: tuple[tuple[str, int], ...] = (
-    ("marginal", 2),
-    ("marginal", 3),
-    ("marginal", 4),
-    ("pairwise", 2),
-    ("pairwise", 3),
+    ("pairs", 2),
+    ("pairs", 3),
 )
-"""Basis sets that ``basis: auto`` chooses from, smallest first."""
+"""Basis sets that ``basis: auto`` chooses from, smallest first (the anchor pairs alone when
+none is affordable)."""
 
 
 def build_basis(kind: str, d: int, degree: int) -> BasisSet:
@@ -96,6 +108,8 @@ def build_basis(kind: str, d: int, degree: int) -> BasisSet:
         return BasisSet.marginal(d, degree)
     if kind == "pairwise":
         return BasisSet.pairwise(d, degree)
+    if kind == "pairs":
+        return BasisSet.pairs(d, degree)
     raise ValueError(f"unknown basis {kind!r}")
 
 
@@ -117,8 +131,8 @@ def choose_basis(
     if params.basis != "auto":
         return build_basis(params.basis, d, params.degree or 2).with_anchor_pairs(anchors)
     options = [spec for spec in AUTO_BASES if params.degree is None or spec[1] <= params.degree]
-    chosen = build_basis(options[0][0], d, options[0][1]).with_anchor_pairs(anchors)
-    for kind, degree in options[1:]:
+    chosen = BasisSet(d, 1, np.zeros((0, d), dtype=np.int64)).with_anchor_pairs(anchors)
+    for kind, degree in options:
         base = build_basis(kind, d, degree)
         if params.max_functions is not None and base.size > params.max_functions:
             continue

@@ -72,7 +72,7 @@ class SmoothSynthesizer:
         """Fit on a pandas DataFrame, pyarrow Table or mapping of column arrays (in memory)."""
         domain = self.public_bounds
         data = np.column_stack([_column(table, c) for c in domain.columns])
-        sums = partial_sums([data], domain.lower, domain.upper, self.params.data_pass_degree())
+        sums = partial_sums([data], domain.lower, domain.upper, self.params.pass_spec())
         return self.fit_sums(sums)
 
     def fit_sums(self, sums: ExactSums) -> SmoothSynthesizer:
