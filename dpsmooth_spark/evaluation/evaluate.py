@@ -93,7 +93,7 @@ def evaluate(real_sample: np.ndarray, synthetic: np.ndarray, columns: list[str],
     if queries.pairwise is not None:
         metrics["pairwise_kernels"] = {"sigma": queries.pairwise.sigma,
                                        **absolute_errors(real_pairs, synth_pairs)}
-    if summary is not None and "multi_indices" in summary:
+    if summary is not None and summary.get("multi_indices"):
         metrics["basis_fit"] = basis_residuals(np.array(summary["multi_indices"]),
                                                np.array(summary["noisy_means"]), synthetic, real_sample)
     if label is not None:

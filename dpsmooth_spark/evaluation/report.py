@@ -17,7 +17,7 @@ import numpy as np
 
 from dpsmooth_spark.evaluation.metrics import correlation_matrix
 
-SECTIONS = ("summary", "metrics", "error-vs-sigma", "marginals", "correlations")
+SECTIONS = ("summary", "verdict", "error-vs-sigma", "marginals", "correlations", "metrics")
 
 
 def _png(fig: Any) -> str:
@@ -52,12 +52,14 @@ def marginal_plot(real: np.ndarray, synthetic: np.ndarray, columns: list[str]) -
 
 
 def correlation_plot(real: np.ndarray, synthetic: np.ndarray) -> str:
-    """Correlation heatmaps side by side."""
+    """Correlation heatmaps: real, synthetic and their difference."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(9, 4))
-    for ax, data, title in zip(axes, (real, synthetic), ("real", "synthetic")):
-        im = ax.imshow(correlation_matrix(data), vmin=-1, vmax=1, cmap="RdBu_r")
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4))
+    real_corr, synth_corr = correlation_matrix(real), correlation_matrix(synthetic)
+    for ax, data, title in zip(axes, (real_corr, synth_corr, synth_corr - real_corr),
+                               ("real", "synthetic", "synthetic - real")):
+        im = ax.imshow(data, vmin=-1, vmax=1, cmap="RdBu_r")
         ax.set_title(f"correlations: {title}")
     fig.colorbar(im, ax=axes, shrink=0.8)
     return _png(fig)
@@ -92,24 +94,44 @@ def write_report(out_dir: Path, metrics: dict[str, Any], real: np.ndarray, synth
     }
     rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(_fmt(v))}</td></tr>"
                    for k, v in _flatten(metrics).items())
+    verdict = _verdict_html(metrics.get("verdict"))
     body = f"""<!doctype html><html><head><meta charset="utf-8"><title>dpsmooth-spark evaluation</title>
 <style>body{{font-family:sans-serif;max-width:1100px;margin:auto}}td{{padding:2px 8px;font-size:13px}}
-.warn{{background:#fee;padding:8px;border:1px solid #c66}}img{{max-width:100%}}</style></head><body>
+.warn{{background:#fee;padding:8px;border:1px solid #c66}}img{{max-width:100%}}
+.better{{background:#dfd}}.worse{{background:#fdd}}.between,.equal{{background:#ffd}}
+th{{text-align:left;font-size:13px;padding:2px 8px}}</style></head><body>
 <section id="summary"><h1>Evaluation of a synthetic release</h1>
 <p class="warn">This report is computed from the real data and is <b>not</b> differentially
 private. Keep it with the data owner; publish only the release itself.</p>
 <p>{html.escape(metrics.get("release", {}).get("description", ""))}</p></section>
-<section id="metrics"><h2>Metrics</h2><table>{rows}</table></section>
+<section id="verdict"><h2>How good is this release</h2>{verdict}</section>
 <section id="error-vs-sigma"><h2>Error vs sigma (paper's protocol)</h2>
 <img alt="error vs sigma" src="data:image/png;base64,{images["error-vs-sigma"]}"></section>
 <section id="marginals"><h2>Marginals: real vs synthetic (scaled units)</h2>
 <img alt="marginals" src="data:image/png;base64,{images["marginals"]}"></section>
 <section id="correlations"><h2>Correlations</h2>
 <img alt="correlations" src="data:image/png;base64,{images["correlations"]}"></section>
+<section id="metrics"><h2>All metrics</h2><details><summary>show</summary><table>{rows}</table>
+</details></section>
 </body></html>"""
     path = out_dir / "report.html"
     path.write_text(body)
     return path
+
+
+def _verdict_html(table: dict[str, Any] | None) -> str:
+    if not table:
+        return "<p>No verdict (no baselines were computed).</p>"
+    head = ("<tr><th>metric</th><th>release</th><th>independent columns</th><th>uniform</th>"
+            "<th>verdict</th></tr>")
+    body = "".join(
+        f"<tr class=\"{row['verdict']}\"><td>{html.escape(row['description'])}</td>"
+        f"<td>{_fmt(row['release'])}</td><td>{_fmt(row['independent'])}</td>"
+        f"<td>{_fmt(row['uniform'])}</td><td><b>{html.escape(row['verdict'])}</b></td></tr>"
+        for row in table["rows"])
+    notes = "".join(f"<li>{html.escape(k)}: {html.escape(v)}</li>" for k, v in table["baselines"].items())
+    return (f"<p><b>{html.escape(table['headline'])}.</b></p><table>{head}{body}</table>"
+            f"<p>Baselines:</p><ul>{notes}</ul>")
 
 
 def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:

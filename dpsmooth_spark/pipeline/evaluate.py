@@ -13,6 +13,7 @@ from dpsmooth_spark.config import ReleaseConfig
 from dpsmooth_spark.evaluation.evaluate import QuerySets, evaluate
 from dpsmooth_spark.evaluation.queries import PAPER_WDBC_EPS1
 from dpsmooth_spark.evaluation.report import write_report
+from dpsmooth_spark.evaluation.verdict import verdict, verdict_text
 from dpsmooth_spark.pipeline.progress import StageLog
 from dpsmooth_spark.spark import data_pass, io, lake, session
 
@@ -25,7 +26,7 @@ def run_evaluate(config: ReleaseConfig, synthetic_path: str, out_dir: str, label
 
     The real-side query answers come from one Spark pass over the whole table; row-level metrics
     use at most ``sample_rows`` real and synthetic rows. Writes ``metrics.json`` and
-    ``report.html`` to ``out_dir`` and returns the metrics.
+    ``report.html`` (led by the verdict against baselines) to ``out_dir`` and returns the metrics.
     """
     log = StageLog(quiet=quiet)
     bounds = config.public_bounds()
@@ -66,11 +67,16 @@ def run_evaluate(config: ReleaseConfig, synthetic_path: str, out_dir: str, label
     with log.stage("metrics"):
         metrics = evaluate(real, synthetic, columns, query_sets, sums / rows, label_index, summary, seed)
         metrics["release"] = _describe(release, manifest, queries)
+    with log.stage("verdict against baselines"):
+        metrics["verdict"] = verdict(real, synthetic, columns, metrics["release"].get("epsilon"),
+                                     label_index, min(queries, 2000), seed)
     with log.stage("report"):
         reference = PAPER_WDBC_EPS1["worst_rel"] if len(features) == 30 else None
         path = write_report(Path(out_dir), metrics, real, synthetic, columns,
                             {str(k): v for k, v in reference.items()} if reference else None)
     log.note(f"report: {path}")
+    if not quiet:
+        print(verdict_text(metrics["verdict"]))
     return metrics
 
 

@@ -44,6 +44,20 @@ def test_metrics_cover_every_family(evaluated):
     assert stored["release"]["epsilon"] == 1.0
 
 
+def test_verdict_compares_the_release_with_both_baselines(evaluated):
+    """The verdict leads the report: every headline metric for the release beside independent
+    columns and uniform rows. At epsilon = 1 on WDBC a release must beat uniform rows on the
+    marginals and on the smooth queries (uniform is off by 0.4 and 0.9 there, docs/benchmarks.md)."""
+    _, metrics = evaluated
+    rows = {row["metric"]: row for row in metrics["verdict"]["rows"]}
+    assert set(rows) == {"correlation_error", "bound_excess_pp", "marginal_w1", "smooth_query_error",
+                         "sdmetrics_column_shapes", "sdmetrics_column_pair_trends", "svm_auc"}
+    for name in ("marginal_w1", "smooth_query_error"):
+        assert rows[name]["release"] < rows[name]["uniform"], rows[name]
+    assert rows["bound_excess_pp"]["release"] <= 1.0
+    assert all(r["verdict"] in {"better", "between", "worse", "equal", "n/a"} for r in rows.values())
+
+
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (scripts/test installs it)")
 def test_report_renders_headless_with_every_section(evaluated, tmp_path):
     out, _ = evaluated
