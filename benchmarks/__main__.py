@@ -6,7 +6,13 @@ import importlib
 import sys
 
 COMMANDS = {
-    "fidelity": "benchmarks.fidelity",
+    "fidelity": "benchmarks.fidelity",      # issue 12: fidelity on several tables vs baselines and peers
+    "wdbc": "benchmarks.wdbc",              # the paper's protocol on WDBC (and parameter grids)
+    "quality": "benchmarks.quality",        # WDBC release quality vs baselines (Table 5 setting)
+    "summary": "benchmarks.summary",        # Algorithms 1-3: operators, accuracy, timings
+    "mechanisms": "benchmarks.mechanisms",  # Bernstein and distance-query mechanisms
+    "speed": "benchmarks.speed",            # data pass vs numpy, LP scaling
+    "scale": "benchmarks.scale",            # 10^6 .. 10^8 rows end to end
 }
 
 

@@ -33,8 +33,27 @@ from dpsmooth_spark.evaluation.queries import PAPER_SIGMAS, GaussianMixtureQueri
 from dpsmooth_spark.mechanisms.smooth_pca import SmoothPCAParams, SmoothSynthesizer
 from dpsmooth_spark.privacy.noise import NoiseSource
 
-METHODS = ("ours", "independent", "uniform")
+METHODS = ("ours", "independent", "uniform", "mst", "aim")
 DEFAULT_TOOL = ROOT.parent / "shared" / "tools" / "fidelity.py"
+PEERS_PYTHON = ROOT / ".venv-peers" / "bin" / "python"
+
+
+def peer_release(method: str, data: np.ndarray, bounds: PublicBounds, epsilon: float, seed: int,
+                 timeout: float) -> np.ndarray | None:
+    """A smartnoise-synth release in the peers environment; ``None`` when it ran out of time."""
+    with tempfile.TemporaryDirectory() as tmp:
+        real, spec, out = (Path(tmp) / name for name in ("real.parquet", "bounds.json", "out.parquet"))
+        pq.write_table(pa.table({c: data[:, i] for i, c in enumerate(bounds.columns)}), real)
+        spec.write_text(json.dumps({c: [float(lo), float(hi)] for c, lo, hi in
+                                    zip(bounds.columns, bounds.lower, bounds.upper)}))
+        try:
+            subprocess.run([str(PEERS_PYTHON), str(ROOT / "benchmarks" / "peers.py"), method,
+                            str(epsilon), str(real), str(spec), str(out), "--seed", str(seed)],
+                           check=True, capture_output=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        table = pq.read_table(out)
+        return np.column_stack([table[c].to_numpy() for c in bounds.columns])
 
 
 def release(method: str, data: np.ndarray, bounds: PublicBounds, epsilon: float,
@@ -89,7 +108,8 @@ def main(argv: list[str] | None = None) -> None:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tables", default=",".join(TABLES))
     ap.add_argument("--epsilons", default="0.1,1,10")
-    ap.add_argument("--methods", default=",".join(METHODS))
+    ap.add_argument("--methods", default="ours,independent,uniform")
+    ap.add_argument("--peer-timeout", type=float, default=900.0, help="seconds per MST/AIM release")
     ap.add_argument("--releases", type=int, default=2)
     ap.add_argument("--queries", type=int, default=2000)
     ap.add_argument("--params", type=json.loads, default={}, help="SmoothPCAParams overrides (JSON)")
@@ -111,7 +131,16 @@ def main(argv: list[str] | None = None) -> None:
                 for rep in range(args.releases):
                     start = time.perf_counter()
                     params = {"pair_columns": [label_name], **args.params}  # as the example configs
-                    syn = release(method, data, bounds, eps, params, np.random.default_rng(rep))
+                    if method in ("mst", "aim"):
+                        found = peer_release(method, data, bounds, eps, rep, args.peer_timeout)
+                        if found is None:
+                            runs.append({"table": table, "epsilon": eps, "method": method,
+                                         "release": rep, "timeout_s": args.peer_timeout})
+                            print(json.dumps(runs[-1]), flush=True)
+                            continue
+                        syn = found
+                    else:
+                        syn = release(method, data, bounds, eps, params, np.random.default_rng(rep))
                     seconds = time.perf_counter() - start
                     answers = queries.answers(bounds.scale(syn)[:, features], PAPER_SIGMAS)
                     run = {"table": table, "rows": len(data), "columns": bounds.d, "epsilon": eps,
@@ -133,7 +162,10 @@ def summarize(runs: list[dict]) -> None:
                   key=lambda k: (k[0], k[1], METHODS.index(k[2]) if k[2] in METHODS else 9))
     print(f"{'table':<14}{'eps':>6} {'method':<12}{'corr':>7}{'bound':>7}{'w1':>7}{'auc':>7}  worst_rel")
     for key in keys:
-        sel = [r for r in runs if (r["table"], r["epsilon"], r["method"]) == key]
+        sel = [r for r in runs if (r["table"], r["epsilon"], r["method"]) == key and "auc" in r]
+        if not sel:
+            print(f"{key[0]:<14}{key[1]:>6g} {key[2]:<12}  (timed out)")
+            continue
         mean = {k: float(np.mean([r[k] for r in sel])) for k in ("corr_ratio", "bound_excess_pp",
                                                                  "w1_ratio", "auc")}
         rel = np.mean([r["worst_rel"] for r in sel], axis=0)

@@ -1,6 +1,6 @@
 """The other papers' mechanisms beside the smooth-query ones, on the same tasks.
 
-    python scripts/bench_mechanisms.py          # a few minutes on 2 cores
+    python -m benchmarks mechanisms          # a few minutes on 2 cores
 
 1. Kernel density (the Bernstein paper's Figure 1 setup): 5000 points from
    0.4 N(0.5, 0.02) + 0.6 N(0.75, 0.005) (variances), Gaussian KDE with bandwidth 0.1 (the paper
@@ -191,10 +191,10 @@ def plot(result: dict, path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks mechanisms", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--plot-only", action="store_true")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     out = ROOT / "benchmarks" / "mechanisms.json"
     if not args.plot_only:
         start = time.perf_counter()

@@ -1,6 +1,6 @@
 """Release quality on WDBC against baselines, with the classifier test of the paper's Table 5.
 
-    python scripts/bench_eval.py [--queries 10000] [--releases 5]
+    python -m benchmarks quality [--queries 10000] [--releases 5]
 
 For each epsilon in {0.1, 1, 10} and each of ``--releases`` random 50/50 splits of WDBC: release
 from the training half, then score against the training half (queries, marginals, correlations)
@@ -55,14 +55,14 @@ def release(method: str, train: np.ndarray, eps: float, bounds: dict, seed: int)
     return real_half(train, rng)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks quality", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--queries", type=int, default=10_000)
     ap.add_argument("--releases", type=int, default=5)
     ap.add_argument("--params", type=json.loads, default={}, help="SmoothPCAParams overrides for ours")
     ap.add_argument("--methods", nargs="+", default=list(METHODS))
     ap.add_argument("--out", default="eval_wdbc.json")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     PARAMS.update(args.params)
     config = yaml.safe_load((ROOT / "conf/examples/wdbc.yaml").read_text())
     bounds = {c["name"]: (c["lower"], c["upper"]) for c in config["columns"]}

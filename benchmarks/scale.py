@@ -1,8 +1,8 @@
 """Lake-scale run: the full ``synthesize`` job at 10^6, 10^7 and 10^8 rows x d = 30 on local[2].
 
-    python scripts/bench_scale.py                 # 10^6, 10^7, 10^8 (about 30 minutes, 29 GB disk)
-    python scripts/bench_scale.py --sizes 6 7     # a subset (exponents of 10)
-    python scripts/bench_scale.py --d 10 --sizes 6 7   # narrower tables (the kernel is cheaper)
+    python -m benchmarks scale                 # 10^6, 10^7, 10^8 (about 30 minutes, 29 GB disk)
+    python -m benchmarks scale --sizes 6 7     # a subset (exponents of 10)
+    python -m benchmarks scale --d 10 --sizes 6 7   # narrower tables (the kernel is cheaper)
 
 Each table (correlated Gaussian, clipped to [-1, 1], float64, row groups of 250,000 rows, files of
 10^7 rows) is generated once under ``build/scale/`` and reused. For each size, in a fresh process:
@@ -157,13 +157,13 @@ def run_job(folder: str, n: int, d: int) -> dict:
             "jvm_peak_rss_mb": jvm.stop()}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks scale", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", nargs="*", type=int, default=[6, 7, 8], help="exponents of 10")
     ap.add_argument("--d", type=int, default=D, help="columns")
     ap.add_argument("--generate-only", action="store_true")
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.child:
         mode, folder, n, d = args.child
         result = run_numpy(folder, int(n), int(d)) if mode == "numpy" else run_job(folder, int(n), int(d))

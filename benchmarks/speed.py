@@ -1,7 +1,7 @@
 """Speed of the release pipeline: data pass vs plain numpy, stage times, driver memory, LP.
 
-    python scripts/bench_speed.py            # n = 10^5, 10^6 at d = 10 and 30 (a few minutes)
-    python scripts/bench_speed.py --large    # adds n = 10^7
+    python -m benchmarks speed            # n = 10^5, 10^6 at d = 10 and 30 (a few minutes)
+    python -m benchmarks speed --large    # adds n = 10^7
 
 For each size a generated table (correlated Gaussian, clipped to the bounds) is written once as
 Parquet under ``build/bench/``; then, each in a fresh process:
@@ -114,11 +114,11 @@ def child(mode: str, path: str, d: int) -> None:
     print("RESULT " + json.dumps(result))
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks speed", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--large", action="store_true")
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.child:
         child(args.child[0], args.child[1], int(args.child[2]))
         return

@@ -1,6 +1,6 @@
 """Benchmarks of Algorithms 1-3: operator accuracy, answer accuracy vs the synthesizers, timings.
 
-    python scripts/bench_summary.py [--queries 300] [--releases 5]
+    python -m benchmarks summary [--queries 300] [--releases 5]
 
 Writes ``benchmarks/summary.json``; docs/benchmarks.md summarises it.
 
@@ -148,11 +148,11 @@ def timings() -> dict:
     return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks summary", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--releases", type=int, default=5)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     table = pq.read_table(ROOT / "data" / "wdbc.parquet")
     bounds = PublicBounds.from_mapping(COLUMNS)
     wdbc3 = bounds.scale(np.column_stack([table[c].to_numpy() for c in COLUMNS]))

@@ -4,8 +4,8 @@ The mechanism runs in memory: the same driver code the Spark job runs, fed by th
 kernel (the Spark pass adds nothing but I/O, see tests/spark). Queries are evaluated on the 30
 features in scaled units; each release has the default row count (the noisy count).
 
-    python scripts/bench_wdbc.py                       # defaults, eps 0.1/1/10, 10^4 queries, 5 releases
-    python scripts/bench_wdbc.py --grid '[{"pca_dim": 3}, {"candidate_strategy": "moments"}]' \
+    python -m benchmarks wdbc                       # defaults, eps 0.1/1/10, 10^4 queries, 5 releases
+    python -m benchmarks wdbc --grid '[{"pca_dim": 3}, {"candidate_strategy": "moments"}]' \
         --queries 1000 --releases 3 --out tune.json    # compare settings
 
 Writes ``benchmarks/<out>`` (JSON); docs/benchmarks.md summarises it.
@@ -36,15 +36,15 @@ FEATURES = 30
 METRICS = ("worst_abs", "worst_rel", "mean_abs", "mean_rel")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks wdbc", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--queries", type=int, default=10_000)
     ap.add_argument("--releases", type=int, default=5)
     ap.add_argument("--epsilons", type=float, nargs="+", default=[0.1, 1.0, 10.0])
     ap.add_argument("--grid", type=json.loads, default=[{}],
                     help="JSON list of SmoothPCAParams overrides; default: the defaults only")
     ap.add_argument("--out", default="wdbc_protocol.json")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     config = yaml.safe_load((ROOT / "conf/examples/wdbc.yaml").read_text())
     bounds = {c["name"]: (c["lower"], c["upper"]) for c in config["columns"]}

@@ -1,0 +1,53 @@
+"""One release by a public DP synthesizer (smartnoise-synth MST or AIM), for side-by-side runs.
+
+Runs in its own environment (``scripts/bench-peers-env`` builds ``.venv-peers``), never in the
+project's: ``python benchmarks/peers.py METHOD EPSILON REAL.parquet BOUNDS.json OUT.parquet``.
+Each column is binned on its public bounds (``--bins`` equal cells, no budget spent on bounds);
+the synthesizer's bin midpoints are spread uniformly within their cell, so its marginals are
+compared as continuous values like ours.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("method", choices=["mst", "aim"])
+    ap.add_argument("epsilon", type=float)
+    ap.add_argument("real")
+    ap.add_argument("bounds", help="JSON {column: [lower, upper]}")
+    ap.add_argument("out")
+    ap.add_argument("--bins", type=int, default=16)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+
+    from snsynth import Synthesizer
+    from snsynth.transform import BinTransformer, TableTransformer
+
+    bounds = json.loads(Path(args.bounds).read_text())
+    real = pq.read_table(args.real).to_pandas()[list(bounds)]
+    transformer = TableTransformer([BinTransformer(bins=args.bins, lower=lo, upper=hi)
+                                    for lo, hi in bounds.values()])
+    synth = Synthesizer.create(args.method, epsilon=args.epsilon, verbose=False)
+    synth.fit(real, transformer=transformer, preprocessor_eps=0.0)
+    out = synth.sample(len(real))
+    rng = np.random.default_rng(args.seed)
+    columns = {}
+    for name, (lo, hi) in bounds.items():
+        width = (hi - lo) / args.bins
+        values = np.asarray(out[name], dtype=float)
+        columns[name] = np.clip(values + rng.uniform(-0.5, 0.5, len(values)) * width, lo, hi)
+    pq.write_table(pa.Table.from_pandas(pd.DataFrame(columns)), args.out)
+
+
+if __name__ == "__main__":
+    main()
