@@ -43,9 +43,13 @@ class Candidates:
 
 
 def marginal_priors(summary: NoisySummary, params: SmoothPCAParams) -> GridMarginals:
-    """Per column, the maximum-entropy density on a grid of cells that fits the column's noisy
-    histogram (and ``T_r(x_i)`` answers, if measured) as ``marginal_tolerance`` asks: by default
-    as closely as the grid allows, so the marginals are unbiased."""
+    """Per column, a density on a grid of cells from the column's noisy histogram (and
+    ``T_r(x_i)`` answers, if measured). With ``marginal_tolerance: null`` (the default) a
+    histogram alone is shrunk towards uniform by the positive-part James-Stein factor
+    ``1 - (k - 2) / chi2`` (``chi2`` of uniform against the noisy cells): a clear histogram is
+    kept as measured, one the noise cannot tell from uniform stays uniform. Otherwise, the
+    maximum-entropy density within ``marginal_tolerance`` per answer (0: as close as the grid
+    allows)."""
     cells = params.marginal_cells
     centres = GridMarginals.centres(cells)
     n = max(summary.noisy_count, 1.0)
@@ -65,22 +69,27 @@ def marginal_priors(summary: NoisySummary, params: SmoothPCAParams) -> GridMargi
             std.append(np.full(bins, summary.histogram_noise_std / n))
         if sum(len(v) for v in b) == 0:
             continue
-        if rows.size == 0 and params.marginal_tolerance == 0 and summary.histograms is not None:
-            probs[i] = _histogram_density(summary.histograms[i], cells)
+        if rows.size == 0 and params.marginal_tolerance is None and summary.histograms is not None:
+            probs[i] = _histogram_density(summary.histograms[i] / n, std[-1], cells)
             continue
         fit, _ = fit_within_noise(np.vstack(w), np.concatenate(b), np.concatenate(std),
                                   slack=params.fit_slack, solver=params.lp_solver,
-                                  tolerance=params.marginal_tolerance)
+                                  tolerance=params.marginal_tolerance or 0.0)
         probs[i] = fit.weights
     return GridMarginals(probs)
 
 
-def _histogram_density(counts: np.ndarray, cells: int) -> np.ndarray:
-    """The closest distribution to a noisy histogram (negative counts as 0), spread evenly over
-    the grid cells of each bin: the maximum-entropy density that matches it."""
-    mass = np.maximum(counts, 0.0)
-    mass = mass / mass.sum() if mass.sum() > 0 else np.full(counts.size, 1.0 / counts.size)
-    return np.repeat(mass / (cells // counts.size), cells // counts.size)
+def _histogram_density(shares: np.ndarray, std: np.ndarray, cells: int) -> np.ndarray:
+    """A noisy histogram (cell shares with noise ``std``) shrunk towards uniform by the
+    positive-part James-Stein factor, negative cells set to 0, spread evenly over the grid cells
+    of each bin."""
+    k = shares.size
+    uniform = np.full(k, 1.0 / k)
+    chi2 = float((((shares - uniform) / std) ** 2).sum())
+    factor = max(0.0, 1.0 - (k - 2) / chi2) if chi2 > 0 and k > 2 else 1.0
+    mass = np.maximum(uniform + factor * (shares - uniform), 0.0)
+    mass = mass / mass.sum() if mass.sum() > 0 else uniform
+    return np.repeat(mass / (cells // k), cells // k)
 
 
 def private_correlation(summary: NoisySummary) -> np.ndarray | None:

@@ -10,15 +10,17 @@ measurements cannot tell from noise stay independent, and mass stays spread over
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from dpsmooth_spark.core.basis import HistogramBasis
 from dpsmooth_spark.core.lp import solve_l1_fit
 from dpsmooth_spark.core.maxent import chi_square, fit_within_noise
 from dpsmooth_spark.mechanisms.smooth_pca.candidates import Candidates, make_candidates
-from dpsmooth_spark.mechanisms.smooth_pca.measure import NoisySummary, measurements
+from dpsmooth_spark.mechanisms.smooth_pca.measure import Measurement, NoisySummary, measurements
 from dpsmooth_spark.mechanisms.smooth_pca.params import SmoothPCAParams
 
 JOINT_MARGINAL_TOLERANCE = 0.1
@@ -78,13 +80,29 @@ def fit_weights(w: np.ndarray, b: np.ndarray, sigma: np.ndarray, groups: np.ndar
     return lp.weights, float(np.abs(w @ lp.weights - b).sum()), kl
 
 
+def _keep_prior_marginals(found: list[Measurement], support: Candidates) -> list[Measurement]:
+    """Let each histogram group leave at least the chi-square of the marginal the candidates were
+    drawn from (a shrunk histogram is not pulled back to the noisy one)."""
+    out = []
+    for m in found:
+        if isinstance(m.queries, HistogramBasis):
+            d, bins = m.queries.d, m.queries.bins
+            probs = support.marginals.probabilities
+            prior = probs.reshape(d, bins, -1).sum(axis=2).ravel()
+            chi2 = np.bincount(m.groups, weights=((prior - m.values) / m.std) ** 2, minlength=d)
+            m = dataclasses.replace(m, tolerance=np.maximum(m.tolerance, chi2 / bins))
+        out.append(m)
+    return out
+
+
 def fit_from_summary(summary: NoisySummary, params: SmoothPCAParams,
                      rng: np.random.Generator) -> SynthesisResult:
     """Candidates, then the fit, then the sampling neighbourhood."""
     timings: dict[str, float] = {}
     start = time.perf_counter()
     support = make_candidates(summary, params, rng)
-    found = measurements(summary, max(params.marginal_tolerance, JOINT_MARGINAL_TOLERANCE))
+    found = _keep_prior_marginals(
+        measurements(summary, max(params.marginal_tolerance or 0.0, JOINT_MARGINAL_TOLERANCE)), support)
     w = np.vstack([m.queries.evaluate(support.points) for m in found])
     b = np.concatenate([m.values for m in found])
     sigma = np.concatenate([np.broadcast_to(m.std, m.values.shape) for m in found])

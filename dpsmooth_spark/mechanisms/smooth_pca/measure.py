@@ -47,8 +47,6 @@ from dpsmooth_spark.privacy.noise import NoiseSource
 PSI_NOISE_TARGET = 0.05
 """``candidate_strategy: auto`` runs PSI only when the noise of one entry of its normalised matrix
 product, predicted from the noisy count, is below this; else the budget goes to the basis."""
-MIN_HISTOGRAM_BINS = 8
-"""Fewest histogram cells worth measuring; below, the marginals are measured as moments."""
 JOINT_ROWS = 2048
 """Histogram cells (all columns together) that the joint fit keeps in place: each column's
 histogram is coarsened to the largest power of two with ``d * cells <= JOINT_ROWS``."""
@@ -339,19 +337,11 @@ def release_summary(
 def _release_marginals(sums: ExactSums, bounds: PublicBounds, params: SmoothPCAParams,
                        accountant: PrivacyAccountant, noise: NoiseSource, noisy_count: float,
                        budget: float) -> NoisySummary:
-    """A summary holding the one-way marginals: noisy histograms, or, when the budget affords
-    fewer than :data:`MIN_HISTOGRAM_BINS` cells, the noisy ``T_1, T_2`` sums of every column
-    (a mean and a spread say more than four coarse cells)."""
+    """A summary holding the one-way marginals as noisy histograms (and an empty basis)."""
     if sums.histograms is None:
         raise ValueError("the data pass did not compute the one-way histograms")
     d, cells = sums.histograms.shape
     bins = params.marginal_bins or histogram_bins(noisy_count, accountant, budget, d, cells)
-    if params.marginal_bins is None and bins < MIN_HISTOGRAM_BINS:
-        moments = BasisSet.marginal(d, 2)
-        noisy_sums, scale = release_basis_sums(sums.basis_sums(moments), budget, accountant, noise,
-                                               stage="marginal_moments")
-        return NoisySummary(bounds, moments, noisy_count, noisy_sums,
-                            np.full(moments.size, noise_std(scale, accountant)))
     noisy, scale = release_histograms(coarsen_histograms(sums.histograms, bins), budget,
                                       accountant, noise)
     empty = BasisSet(d, 1, np.zeros((0, d), dtype=np.int64))

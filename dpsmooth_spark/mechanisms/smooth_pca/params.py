@@ -34,8 +34,7 @@ class SmoothPCAParams(BaseModel):
         marginal_fraction: share of the rest for the one-way histograms when a basis is measured
             too (all of the rest, less PSI's, when the basis is empty).
         marginal_bins: histogram cells per column (a divisor of ``marginal_cells``); ``None``:
-            the power of two nearest ``(n~ / noise std)^(2/3)``, between 4 and 64, and the
-            moments ``T_1, T_2`` of each column instead when that is below 8.
+            the power of two nearest ``(n~ / noise std)^(2/3)``, between 4 and 64.
         psi_fraction: share of the budget for PSI when it runs.
         directions_fraction: share of the budget for the second moments along the k private
             directions when PSI runs.
@@ -45,9 +44,10 @@ class SmoothPCAParams(BaseModel):
         fit_slack: the maxent fit may exceed the LP optimum's chi-square by this factor when the
             noise level cannot be reached on the candidates.
         marginal_cells: grid cells per column for the private one-way marginals.
-        marginal_tolerance: chi-square per measured function that a one-way marginal may leave
-            (1: within the noise, shrinking towards uniform; 0: as close as the candidates get,
-            i.e. unbiased moments).
+        marginal_tolerance: ``null``: each noisy histogram shrunk towards uniform by the
+            James-Stein factor (kept where it is clear, uniform where it is noise); a number:
+            the chi-square per measured function a one-way marginal may leave (1: within the
+            noise; 0: as close as the grid allows).
         copula_share: share of candidates drawn from the private-correlation copula.
         jitter: per-column standard deviation of the sampling neighbourhood, as a fraction of the
             private per-column standard deviation (0 disables it).
@@ -75,7 +75,7 @@ class SmoothPCAParams(BaseModel):
     fit: Literal["maxent", "lp"] = "maxent"
     fit_slack: float = Field(default=0.05, ge=0, le=10)
     marginal_cells: int = Field(default=256, ge=4, le=65_536)
-    marginal_tolerance: float = Field(default=0.0, ge=0, le=10)
+    marginal_tolerance: float | None = Field(default=None, ge=0, le=10)
     copula_share: float = Field(default=0.5, ge=0, le=1)
     jitter: float = Field(default=0.02, ge=0, le=2)
     auto_noise_target: float = Field(default=0.02, gt=0)
