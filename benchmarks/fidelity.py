@@ -115,7 +115,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--params", type=json.loads, default={}, help="SmoothPCAParams overrides (JSON)")
     ap.add_argument("--tool", type=Path, default=DEFAULT_TOOL, help="path of shared/tools/fidelity.py")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "fidelity.json")
+    ap.add_argument("--markdown", type=Path, help="only print the Markdown table of a results file")
     args = ap.parse_args(argv)
+    if args.markdown:
+        print(markdown(json.loads(args.markdown.read_text())["runs"]))
+        return
     if not args.tool.exists():
         raise SystemExit(f"fidelity tool not found at {args.tool}; pass --tool")
     runs = []
@@ -153,22 +157,25 @@ def main(argv: list[str] | None = None) -> None:
                     print(json.dumps(run), flush=True)
     args.out.write_text(json.dumps({"command": "python -m benchmarks fidelity " + " ".join(argv or sys.argv[2:]),
                                     "sigmas": PAPER_SIGMAS, "runs": runs}, indent=1) + "\n")
-    summarize(runs)
+    print(markdown(runs))
 
 
-def summarize(runs: list[dict]) -> None:
-    """Print the mean of each metric per (table, epsilon, method)."""
+def markdown(runs: list[dict]) -> str:
+    """The mean of each metric per (table, epsilon, method) as a Markdown table."""
     keys = sorted({(r["table"], r["epsilon"], r["method"]) for r in runs},
                   key=lambda k: (k[0], k[1], METHODS.index(k[2]) if k[2] in METHODS else 9))
-    print(f"{'table':<14}{'eps':>6} {'method':<12}{'corr':>7}{'bound':>7}{'w1':>7}{'auc':>7}  worst_rel")
+    header = ("| table | epsilon | method | corr ratio | bound excess (pp) | W1 ratio | AUC | "
+              "worst rel, sigma 2 / 4 / 6 / 8 / 10 | seconds |")
+    lines = [header, "|---|---|---|---|---|---|---|---|---|"]
     for key in keys:
         sel = [r for r in runs if (r["table"], r["epsilon"], r["method"]) == key and "auc" in r]
         if not sel:
-            print(f"{key[0]:<14}{key[1]:>6g} {key[2]:<12}  (timed out)")
+            lines.append(f"| {key[0]} | {key[1]:g} | {key[2]} | timed out | | | | | |")
             continue
-        mean = {k: float(np.mean([r[k] for r in sel])) for k in ("corr_ratio", "bound_excess_pp",
-                                                                 "w1_ratio", "auc")}
-        rel = np.mean([r["worst_rel"] for r in sel], axis=0)
-        print(f"{key[0]:<14}{key[1]:>6g} {key[2]:<12}{mean['corr_ratio']:>7.3f}"
-              f"{mean['bound_excess_pp']:>7.2f}{mean['w1_ratio']:>7.3f}{mean['auc']:>7.3f}  "
-              + " ".join(f"{v:.3f}" for v in rel))
+        mean = {k: float(np.mean([r[k] for r in sel])) for k in
+                ("corr_ratio", "bound_excess_pp", "w1_ratio", "auc", "seconds")}
+        rel = " / ".join(f"{v:.3f}" for v in np.mean([r["worst_rel"] for r in sel], axis=0))
+        lines.append(f"| {key[0]} | {key[1]:g} | {key[2]} | {mean['corr_ratio']:.2f} | "
+                     f"{mean['bound_excess_pp']:.1f} | {mean['w1_ratio']:.2f} | {mean['auc']:.2f} | "
+                     f"{rel} | {mean['seconds']:.1f} |")
+    return "\n".join(lines)

@@ -47,7 +47,7 @@ from dpsmooth_spark.privacy.noise import NoiseSource
 PSI_NOISE_TARGET = 0.05
 """``candidate_strategy: auto`` runs PSI only when the noise of one entry of its normalised matrix
 product, predicted from the noisy count, is below this; else the budget goes to the basis."""
-JOINT_ROWS = 2048
+JOINT_ROWS = 512
 """Histogram cells (all columns together) that the joint fit keeps in place: each column's
 histogram is coarsened to the largest power of two with ``d * cells <= JOINT_ROWS``."""
 VARIANCE_FLOOR = 1e-4
