@@ -18,7 +18,7 @@ from dpsmooth_spark.core.candidates import (
     nearest_psd,
 )
 from dpsmooth_spark.core.maxent import fit_within_noise
-from dpsmooth_spark.mechanisms.smooth_pca.measure import VARIANCE_FLOOR, NoisySummary
+from dpsmooth_spark.mechanisms.smooth_pca.measure import VARIANCE_FLOOR, NoisySummary, all_pairs_of
 from dpsmooth_spark.mechanisms.smooth_pca.params import SmoothPCAParams
 
 CORRELATION_FLOOR = 1e-3
@@ -33,13 +33,11 @@ class Candidates:
         points: ``(C, d)`` candidates in [-1, 1]^d.
         log_prior: ``(C,)`` log weights of the independent-columns prior over them.
         marginals: the private one-way marginals they were drawn from.
-        correlation: the private correlation of the copula share, if any.
     """
 
     points: np.ndarray
     log_prior: np.ndarray
     marginals: GridMarginals
-    correlation: np.ndarray | None
 
 
 def marginal_priors(summary: NoisySummary, params: SmoothPCAParams) -> GridMarginals:
@@ -98,7 +96,7 @@ def private_correlation(summary: NoisySummary) -> np.ndarray | None:
     if summary.basis.d < 2:
         return None
     _, cov = summary.moments()
-    if not summary.has_all_pairs:
+    if not all_pairs_of(summary.basis):
         if summary.pca is None:
             return None
         n = max(summary.noisy_count, 1.0)
@@ -117,4 +115,4 @@ def make_candidates(summary: NoisySummary, params: SmoothPCAParams,
     correlation = private_correlation(summary)
     points, log_prior = marginal_candidates(marginals, params.candidates, rng, correlation,
                                             params.copula_share)
-    return Candidates(points, log_prior, marginals, correlation)
+    return Candidates(points, log_prior, marginals)

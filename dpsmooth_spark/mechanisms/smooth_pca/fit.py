@@ -18,7 +18,7 @@ import numpy as np
 
 from dpsmooth_spark.core.basis import HistogramBasis
 from dpsmooth_spark.core.lp import solve_l1_fit
-from dpsmooth_spark.core.maxent import chi_square, fit_within_noise
+from dpsmooth_spark.core.maxent import fit_within_noise
 from dpsmooth_spark.mechanisms.smooth_pca.candidates import Candidates, make_candidates
 from dpsmooth_spark.mechanisms.smooth_pca.measure import Measurement, NoisySummary, measurements
 from dpsmooth_spark.mechanisms.smooth_pca.params import SmoothPCAParams
@@ -118,6 +118,7 @@ def fit_from_summary(summary: NoisySummary, params: SmoothPCAParams,
     centres = support.marginals.centres(support.marginals.cells)
     probs = support.marginals.probabilities
     spread = np.sqrt(np.maximum(probs @ centres**2 - (probs @ centres) ** 2, 1e-8))
+    residual = w @ weights - b
     return SynthesisResult(summary, support.points, weights, lp_objective,
-                           float(np.abs(w @ weights - b).sum()), chi_square(w, weights, b, sigma),
+                           float(np.abs(residual).sum()), float(((residual / sigma) ** 2).sum()),
                            int(b.size), kl, params.jitter * spread, timings)

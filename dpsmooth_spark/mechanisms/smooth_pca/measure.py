@@ -157,11 +157,6 @@ class NoisySummary:
         # within-cell variance of a uniform cell: width^2 / 12
         return mean, probs @ centres**2 - mean**2 + (2.0 / bins) ** 2 / 12.0
 
-    @property
-    def has_all_pairs(self) -> bool:
-        """Whether the basis measures ``T_1(x_i) T_1(x_j)`` for every pair of columns."""
-        return all_pairs_of(self.basis)
-
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> NoisySummary:
         """Inverse of :meth:`to_dict` (a retry reloads the persisted summary with it)."""
