@@ -6,6 +6,7 @@ names the offending key, e.g. ``privacy.epsilon: Input should be greater than 0`
 
 from __future__ import annotations
 
+import copy
 import math
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -105,11 +106,27 @@ class ColumnConfig(_Strict):
         return self
 
 
+LARGE_EPSILON = 10.0
+"""Above this epsilon a release carries a warning (log, manifest, report)."""
+MAX_EPSILON = 100.0
+"""Above this epsilon a release is refused unless ``privacy.allow_large_epsilon: true``."""
+
+
 class PrivacyConfig(_Strict):
-    """The release's budget; ``delta > 0`` selects the Gaussian (epsilon, delta) mode."""
+    """The release's budget; ``delta > 0`` selects the Gaussian (epsilon, delta) mode.
+
+    Attributes:
+        epsilon: the release's epsilon. Above :data:`LARGE_EPSILON` the guarantee is weak (a
+            likelihood ratio of e^10 > 22000 between neighbouring tables) and the release says so;
+            above :data:`MAX_EPSILON` it is refused unless ``allow_large_epsilon`` is set.
+        delta: the release's delta (0: pure epsilon-DP).
+        allow_large_epsilon: accept an epsilon above :data:`MAX_EPSILON` (a typo such as
+            ``1e9`` is otherwise caught).
+    """
 
     epsilon: float = Field(gt=0)
     delta: float = Field(default=0.0, ge=0, lt=1)
+    allow_large_epsilon: bool = False
 
     @field_validator("epsilon")
     @classmethod
@@ -117,6 +134,24 @@ class PrivacyConfig(_Strict):
         if not math.isfinite(value):
             raise ValueError("epsilon must be finite")
         return value
+
+    @model_validator(mode="after")
+    def _not_meaningless(self) -> PrivacyConfig:
+        if self.epsilon > MAX_EPSILON and not self.allow_large_epsilon:
+            raise ValueError(
+                f"epsilon = {self.epsilon:g} is above {MAX_EPSILON:g}, where differential privacy "
+                "no longer protects anyone; if this is really intended set "
+                "privacy.allow_large_epsilon: true")
+        return self
+
+    @property
+    def warnings(self) -> list[str]:
+        """What a release with this budget must say about it (empty for a usual budget)."""
+        if self.epsilon <= LARGE_EPSILON:
+            return []
+        return [f"epsilon = {self.epsilon:g} is above {LARGE_EPSILON:g}: a weak guarantee (neighbouring "
+                f"tables may differ in likelihood by a factor up to e^{self.epsilon:g}); do not "
+                "release this table as protected data"]
 
 
 class OutputConfig(_TableLocation):
@@ -271,29 +306,25 @@ class ReleaseConfig(_Strict):
 
 
 def parse_config(data: Any, base_dir: Path | None = None) -> ReleaseConfig:
-    """Validate a mapping; relative paths are resolved against ``base_dir``."""
+    """Validate a mapping; relative paths are resolved against ``base_dir`` (see
+    :func:`resolve_paths`)."""
     if not isinstance(data, dict):
         raise ConfigError("config must be a mapping at the top level")
+    if base_dir is not None:
+        data = resolve_paths(data, base_dir)
     try:
-        config = ReleaseConfig.model_validate(data)
+        return ReleaseConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(_format(exc)) from None
-    if base_dir is not None:
-        ledger_path = config.ledger.path and _resolve(config.ledger.path, base_dir)
-        in_path = config.input.path if config.input.format == "iceberg" else _resolve(config.input.path, base_dir)
-        out_path = config.output.path if config.output.format == "iceberg" else _resolve(config.output.path, base_dir)
-        config = config.model_copy(update={
-            "input": config.input.model_copy(update={"path": in_path}),
-            "output": config.output.model_copy(update={"path": out_path}),
-            "ledger": config.ledger.model_copy(update={"path": ledger_path}),
-        })
-    return config
 
 
 def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> ReleaseConfig:
-    """Read and validate a YAML config; relative paths are relative to the working directory.
+    """Read and validate a YAML config.
 
-    ``overrides`` maps dotted keys (``privacy.epsilon``) to values applied before validation.
+    Relative paths in the file resolve against the file's folder (as docker-compose, dbt and
+    Airflow read theirs), so a config works from any working directory. ``overrides`` maps
+    dotted keys (``privacy.epsilon``) to values applied before validation; relative paths among
+    them (typed on a command line) resolve against the working directory.
     """
     path = Path(path)
     try:
@@ -302,9 +333,40 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> Re
         raise ConfigError(f"cannot read config {path}: {exc.strerror}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"config {path} is not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"config {path} must be a mapping at the top level")
+    data = resolve_paths(data, path.resolve().parent)
     for dotted, value in (overrides or {}).items():
         _set_dotted(data, dotted, value)
     return parse_config(data, base_dir=Path.cwd())
+
+
+PATH_KEYS = (("input", "path"), ("output", "path"), ("ledger", "path"), ("distance", "queries"),
+             ("input", "catalog", "warehouse"), ("output", "catalog", "warehouse"),
+             ("input", "catalog", "uri"), ("output", "catalog", "uri"))
+"""The keys that hold file paths (an Iceberg ``path`` is a table identifier and is left alone)."""
+
+
+def resolve_paths(data: dict[str, Any], base_dir: Path) -> dict[str, Any]:
+    """A copy of a raw config mapping with every relative local path made absolute against
+    ``base_dir``: the keys of :data:`PATH_KEYS`, where a catalog ``uri`` counts only as
+    ``sqlite:///relative.db``. URIs (``s3://...``) and absolute paths are kept."""
+    data = copy.deepcopy(data)
+    for keys in PATH_KEYS:
+        node: Any = data
+        for key in keys[:-1]:
+            node = node.get(key) if isinstance(node, dict) else None
+        if not isinstance(node, dict) or not isinstance(node.get(keys[-1]), str):
+            continue
+        value = node[keys[-1]]
+        if keys[-1] == "path" and node.get("format") == "iceberg":
+            continue
+        if keys[-1] == "uri":
+            if value.startswith("sqlite:///") and not value.startswith("sqlite:////"):
+                node["uri"] = "sqlite:///" + _resolve(value.removeprefix("sqlite:///"), base_dir)
+            continue
+        node[keys[-1]] = _resolve(value, base_dir)
+    return data
 
 
 def _set_dotted(data: dict, dotted: str, value: Any) -> None:
@@ -316,7 +378,7 @@ def _set_dotted(data: dict, dotted: str, value: Any) -> None:
 
 
 def _resolve(path: str, base_dir: Path) -> str:
-    if "://" in path or Path(path).is_absolute():
+    if "://" in path or Path(path).is_absolute() or path in ("", ":memory:"):
         return path
     return str((base_dir / path).resolve())
 

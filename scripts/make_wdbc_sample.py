@@ -55,10 +55,10 @@ def main() -> None:
     (ROOT / "data").mkdir(exist_ok=True)
     pq.write_table(pa.table(columns), ROOT / "data" / "wdbc.parquet")
     config = {
-        "input": {"path": "data/wdbc.parquet", "format": "parquet"},
+        "input": {"path": "../../data/wdbc.parquet", "format": "parquet"},
         "columns": bounds,
         "privacy": {"epsilon": 1.0, "delta": 0.0},
-        "output": {"path": "out/wdbc_release", "mode": "overwrite"},
+        "output": {"path": "../../out/wdbc_release", "mode": "overwrite"},
         "mechanism": {"pair_columns": ["malignant"]},
     }
     header = (

@@ -15,10 +15,10 @@ WDBC_CONFIG = ROOT / "conf" / "examples" / "wdbc.yaml"
 
 @pytest.fixture(scope="session")
 def wdbc_config_dict() -> dict:
-    """The example config as a mapping (paths relative to the repository root)."""
-    data = yaml.safe_load(WDBC_CONFIG.read_text())
-    data["input"]["path"] = str(ROOT / data["input"]["path"])
-    return data
+    """The example config as a mapping (paths resolved as ``load_config`` resolves them)."""
+    from dpsmooth_spark.config import resolve_paths
+
+    return resolve_paths(yaml.safe_load(WDBC_CONFIG.read_text()), WDBC_CONFIG.parent)
 
 
 @pytest.fixture(scope="session")

@@ -95,6 +95,8 @@ def write_report(out_dir: Path, metrics: dict[str, Any], real: np.ndarray, synth
     rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(_fmt(v))}</td></tr>"
                    for k, v in _flatten(metrics).items())
     verdict = _verdict_html(metrics.get("verdict"))
+    warnings = "".join(f'<p class="warn" id="privacy-warning"><b>Privacy warning:</b> {html.escape(w)}</p>'
+                       for w in metrics.get("release", {}).get("warnings", []))
     body = f"""<!doctype html><html><head><meta charset="utf-8"><title>dpsmooth-spark evaluation</title>
 <style>body{{font-family:sans-serif;max-width:1100px;margin:auto}}td{{padding:2px 8px;font-size:13px}}
 .warn{{background:#fee;padding:8px;border:1px solid #c66}}img{{max-width:100%}}
@@ -103,7 +105,7 @@ th{{text-align:left;font-size:13px;padding:2px 8px}}</style></head><body>
 <section id="summary"><h1>Evaluation of a synthetic release</h1>
 <p class="warn">This report is computed from the real data and is <b>not</b> differentially
 private. Keep it with the data owner; publish only the release itself.</p>
-<p>{html.escape(metrics.get("release", {}).get("description", ""))}</p></section>
+<p>{html.escape(metrics.get("release", {}).get("description", ""))}</p>{warnings}</section>
 <section id="verdict"><h2>How good is this release</h2>{verdict}</section>
 <section id="error-vs-sigma"><h2>Error vs sigma (paper's protocol)</h2>
 <img alt="error vs sigma" src="data:image/png;base64,{images["error-vs-sigma"]}"></section>

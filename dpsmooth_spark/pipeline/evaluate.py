@@ -15,7 +15,7 @@ from dpsmooth_spark.evaluation.queries import PAPER_WDBC_EPS1
 from dpsmooth_spark.evaluation.report import write_report
 from dpsmooth_spark.evaluation.verdict import verdict, verdict_text
 from dpsmooth_spark.pipeline.progress import StageLog
-from dpsmooth_spark.spark import data_pass, io, lake, session
+from dpsmooth_spark.spark import data_pass, io, lake, locations, session
 
 
 def run_evaluate(config: ReleaseConfig, synthetic_path: str, out_dir: str, label: str | None = None,
@@ -28,6 +28,7 @@ def run_evaluate(config: ReleaseConfig, synthetic_path: str, out_dir: str, label
     use at most ``sample_rows`` real and synthetic rows. Writes ``metrics.json`` and
     ``report.html`` (led by the verdict against baselines) to ``out_dir`` and returns the metrics.
     """
+    locations.check_no_overlap(config, extra_output=out_dir)
     log = StageLog(quiet=quiet)
     bounds = config.public_bounds()
     columns = list(bounds.columns)
@@ -74,6 +75,8 @@ def run_evaluate(config: ReleaseConfig, synthetic_path: str, out_dir: str, label
         reference = PAPER_WDBC_EPS1["worst_rel"] if len(features) == 30 else None
         path = write_report(Path(out_dir), metrics, real, synthetic, columns,
                             {str(k): v for k, v in reference.items()} if reference else None)
+    for warning in metrics["release"].get("warnings", []):
+        log.warn(f"the release says: {warning}")
     log.note(f"report: {path}")
     if not quiet:
         print(verdict_text(metrics["verdict"]))
@@ -90,6 +93,7 @@ def _describe(release: Path, manifest: dict[str, Any] | None, queries: int) -> d
         privacy = manifest["privacy"]
         out.update({"release_id": manifest["release_id"], "mechanism": manifest["mechanism"]["name"],
                     "epsilon": privacy["epsilon"], "delta": privacy["delta"]})
+        out["warnings"] = privacy.get("warnings", [])
         out["description"] = (f"Release {manifest['release_id']} ({manifest['mechanism']['name']}, "
                               f"epsilon = {privacy['epsilon']}, delta = {privacy['delta']}) at {release}")
     else:

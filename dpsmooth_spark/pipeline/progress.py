@@ -14,6 +14,7 @@ class StageLog:
 
     def __init__(self, quiet: bool = False) -> None:
         self.console = Console(stderr=True, quiet=quiet, highlight=False)
+        self.loud = Console(stderr=True, highlight=False)
         self.timings: dict[str, float] = {}
 
     @contextmanager
@@ -33,3 +34,7 @@ class StageLog:
     def note(self, message: str) -> None:
         """A line of context (public information only)."""
         self.console.print(f"  {message}")
+
+    def warn(self, message: str) -> None:
+        """A warning the operator must see (printed even when quiet)."""
+        self.loud.print(f"[bold yellow]warning:[/] {message}")

@@ -27,7 +27,7 @@ from dpsmooth_spark.pipeline.progress import StageLog
 from dpsmooth_spark.privacy.accountant import PrivacyAccountant
 from dpsmooth_spark.privacy.ledger import BudgetLedger, LedgerConflictError, LedgerEntry
 from dpsmooth_spark.privacy.noise import NoiseSource
-from dpsmooth_spark.spark import data_pass, io, session
+from dpsmooth_spark.spark import data_pass, io, locations, session
 from dpsmooth_spark.spark.data_pass import StatisticSums
 
 NEIGHBOURING_RELATION = (
@@ -82,7 +82,9 @@ class ReleaseRun:
 
     @classmethod
     def start(cls, config: ReleaseConfig, mechanism: str, quiet: bool = False) -> ReleaseRun:
-        """Open the ledger, recognise a retry, and check the output path before any work."""
+        """Refuse an output that overlaps the input, open the ledger, recognise a retry, and check
+        the output path, all before any work."""
+        locations.check_no_overlap(config)
         release_id = config.release_id or uuid.uuid4().hex
         ledger = BudgetLedger(config.ledger_path)
         previous = ledger.find(release_id)
@@ -95,6 +97,8 @@ class ReleaseRun:
         noise = NoiseSource(rng if config.seed is not None else None)
         run = cls(config, mechanism, StageLog(quiet=quiet), release_id, config.public_bounds(),
                   ledger, previous, rng, noise)
+        for warning in config.privacy.warnings:
+            run.log.warn(warning)
         if previous is not None:
             run.log.note(f"release id {release_id} is in the ledger: reusing its DP statistics, "
                          "no new budget")
@@ -208,6 +212,7 @@ class ReleaseRun:
                 "bounds_source": "config (public); values outside are clamped",
                 "invalid_rows": config.input.on_invalid,
                 "statistics_reused_from_ledger": self.previous is not None,
+                "warnings": config.privacy.warnings,
             },
             "ledger": {"path": config.ledger_path, "table_id": config.table_id,
                        "table_epsilon_spent": spent_eps, "table_delta_spent": spent_delta,

@@ -86,6 +86,23 @@ def snapshot_files(fmt: str, path: str, catalog_cfg: Any = None) -> SnapshotFile
     raise ValueError(f"not a lake format: {fmt}")
 
 
+def table_root(path: str, catalog_cfg: Any) -> str:
+    """Where an Iceberg table's files live: its location if it exists, else where the catalog
+    would create it."""
+    from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+
+    cat = catalog(catalog_cfg)
+    try:
+        return _local(cat.load_table(path).location())
+    except NoSuchTableError:
+        pass
+    namespace, _, name = path.rpartition(".")
+    try:
+        return _local(cat._resolve_table_location(None, namespace, name))
+    except (NoSuchNamespaceError, ValueError):
+        return str(Path(_local(cat.properties["warehouse"])) / namespace / name)
+
+
 def side_folder(fmt: str, path: str, catalog_cfg: Any, release_id: str) -> Path:
     """Where a lake release's JSON documents go."""
     if fmt == "delta":

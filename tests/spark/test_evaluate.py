@@ -74,3 +74,25 @@ def test_report_renders_headless_with_every_section(evaluated, tmp_path):
                     "--window-size=1100,3000", (out / "report.html").as_uri()], capture_output=True,
                    timeout=120, check=False)
     assert shot.exists() and shot.stat().st_size > 50_000  # a rendered page with plots, not a blank one
+
+
+def test_large_epsilon_is_flagged_in_log_manifest_and_report(spark, tmp_path, capsys):
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(4)
+    a = rng.uniform(0, 1, 400)
+    pq.write_table(pa.table({"a": a, "b": np.clip(a + rng.normal(0, 0.1, 400), 0, 1)}), tmp_path / "in.parquet")
+    config = parse_config({
+        "input": {"path": str(tmp_path / "in.parquet")},
+        "columns": [{"name": "a", "lower": 0, "upper": 1}, {"name": "b", "lower": 0, "upper": 1}],
+        "privacy": {"epsilon": 20}, "output": {"path": str(tmp_path / "release")},
+        "ledger": {"path": str(tmp_path / "ledger.sqlite")}, "mechanism": {"candidates": 500},
+        "seed": 5, "test_mode": True})
+    report = run_synthesize(config, quiet=True)
+    assert "e^20" in report.manifest["privacy"]["warnings"][0]
+    assert "warning: epsilon = 20 is above 10" in capsys.readouterr().err  # printed even when quiet
+    run_evaluate(config, str(tmp_path / "release"), str(tmp_path / "report"), queries=100, quiet=True)
+    html = (tmp_path / "report" / "report.html").read_text()
+    assert 'id="privacy-warning"' in html and "e^20" in html

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import yaml
 
-from dpsmooth_spark.config import parse_config
+from dpsmooth_spark.config import parse_config, resolve_paths
 from dpsmooth_spark.core.basis import PassSpec, PublicBounds, partial_sums
 from dpsmooth_spark.mechanisms.smooth_summary import SmoothSummary, answer, parse_query
 from dpsmooth_spark.pipeline.summarize import run_summarize
@@ -21,8 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def summary_config(tmp_path: Path, **extra) -> dict:
-    data = yaml.safe_load((ROOT / "conf" / "examples" / "wdbc_summary.yaml").read_text())
-    data["input"]["path"] = str(ROOT / data["input"]["path"])
+    path = ROOT / "conf" / "examples" / "wdbc_summary.yaml"
+    data = resolve_paths(yaml.safe_load(path.read_text()), path.parent)
     data["output"] = {"path": str(tmp_path / "summary")}
     data["ledger"] = {"path": str(tmp_path / "ledger.sqlite")}
     data.update(extra)

@@ -110,3 +110,56 @@ def test_iceberg_paths_are_identifiers_and_the_ledger_lives_in_the_warehouse(wdb
     assert config.output.path == "synth.wdbc"  # not resolved as a file path
     assert config.ledger_path == str(tmp_path / "wh" / "dpsmooth_ledger.sqlite")
     assert config.bernstein_axes() == config.column_names  # no label: every column
+
+
+def test_meaningless_epsilon_is_refused_unless_allowed(wdbc_config_dict):
+    with pytest.raises(ConfigError, match="privacy.allow_large_epsilon: true"):
+        parse_config(broken(wdbc_config_dict, "privacy.epsilon", 1e9))
+    allowed = parse_config(broken(wdbc_config_dict, "privacy", {"epsilon": 1e9, "allow_large_epsilon": True}))
+    assert allowed.privacy.warnings and "weak guarantee" in allowed.privacy.warnings[0]
+    assert parse_config(broken(wdbc_config_dict, "privacy.epsilon", 100.0)).privacy.warnings
+    assert "e^20" in parse_config(broken(wdbc_config_dict, "privacy.epsilon", 20)).privacy.warnings[0]
+    assert parse_config(broken(wdbc_config_dict, "privacy.epsilon", 10)).privacy.warnings == []
+
+
+def test_relative_paths_resolve_against_the_config_folder(tmp_path, monkeypatch):
+    folder = tmp_path / "project" / "conf"
+    folder.mkdir(parents=True)
+    path = folder / "release.yaml"
+    path.write_text(yaml.safe_dump({
+        "input": {"path": "../data/patients/"},
+        "columns": [{"name": "a", "lower": 0, "upper": 1}],
+        "privacy": {"epsilon": 1},
+        "output": {"path": "s3://bucket/synth/../x", "format": "parquet"},
+        "ledger": {"path": "ledger.sqlite"},
+    }))
+    elsewhere = tmp_path / "worker"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    config = load_config(path)
+    assert config.input.path == str(tmp_path / "project" / "data" / "patients")
+    assert config.output.path == "s3://bucket/synth/../x"  # URIs are the store's business
+    assert config.ledger_path == str(folder / "ledger.sqlite")
+    # a path typed on the command line is relative to the working directory
+    config = load_config(path, {"output.path": "out/today", "input.path": "/abs/in"})
+    assert config.output.path == str(elsewhere / "out" / "today")
+    assert config.input.path == "/abs/in"
+
+
+def test_iceberg_catalog_paths_resolve_but_identifiers_do_not(tmp_path, monkeypatch):
+    path = tmp_path / "release.yaml"
+    catalog = {"uri": "sqlite:///catalog.db", "warehouse": "wh"}
+    path.write_text(yaml.safe_dump({
+        "input": {"path": "clinic.patients", "format": "iceberg", "catalog": catalog},
+        "columns": [{"name": "a", "lower": 0, "upper": 1}],
+        "privacy": {"epsilon": 1},
+        "output": {"path": "clinic.synth", "format": "iceberg",
+                   "catalog": {"uri": "sqlite:////abs/c.db", "warehouse": "file:///abs/wh"}},
+    }))
+    monkeypatch.chdir("/")
+    config = load_config(path)
+    assert config.input.path == "clinic.patients" and config.output.path == "clinic.synth"
+    assert config.input.catalog.uri == f"sqlite:///{tmp_path}/catalog.db"
+    assert config.input.catalog.warehouse == str(tmp_path / "wh")
+    assert config.output.catalog.uri == "sqlite:////abs/c.db"
+    assert config.output.catalog.warehouse == "file:///abs/wh"
