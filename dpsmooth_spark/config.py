@@ -199,9 +199,17 @@ class LedgerConfig(_Strict):
 
 
 class SparkConfig(_Strict):
-    """Spark session settings (ignored when the job runs under an existing session)."""
+    """Spark session settings (ignored when the job runs under an existing session).
+
+    Attributes:
+        master: the master of a classic session (``spark-submit``'s master wins).
+        remote: a Spark Connect server, e.g. ``sc://host:15002`` (also read from ``conf``'s
+            ``spark.remote`` or the ``SPARK_REMOTE`` environment variable); no master is set then.
+        conf: Spark settings (through Connect only runtime settings apply).
+    """
 
     master: str = "local[*]"
+    remote: str | None = Field(default=None, pattern=r"^sc://")
     conf: dict[str, str] = Field(default_factory=dict)
 
 

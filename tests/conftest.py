@@ -45,3 +45,66 @@ def spark():
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(12345)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_port(port: int, timeout: float, log: Path | None = None) -> None:
+    """Block until something listens on 127.0.0.1:``port`` (fail with the log's tail)."""
+    import socket
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.5)
+    tail = "".join(p.read_text()[-3000:] for p in (log.glob("*") if log else []))
+    raise RuntimeError(f"nothing listens on port {port} after {timeout} s\n{tail}")
+
+
+def spark_env(tmp: Path) -> dict[str, str]:
+    """Environment for pyspark's own scripts (sbin/, bin/) with this interpreter as Python."""
+    import os
+    import sys
+
+    import pyspark
+
+    return dict(os.environ, SPARK_HOME=str(Path(pyspark.__file__).parent), PYSPARK_PYTHON=sys.executable,
+                SPARK_LOCAL_IP="127.0.0.1", SPARK_LOG_DIR=str(tmp / "logs"), SPARK_PID_DIR=str(tmp / "pids"),
+                SPARK_IDENT_STRING=f"dpsmooth-test-{os.getpid()}",
+                PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
+
+
+@pytest.fixture(scope="session")
+def connect_server(tmp_path_factory):
+    """A real Spark Connect server (pyspark's ``sbin/start-connect-server.sh --master local[2]``)
+    bound to 127.0.0.1 on a free port; yields its ``sc://`` URL and stops it at the end."""
+    import subprocess
+
+    from dpsmooth_spark.spark.session import LOG4J
+
+    tmp = tmp_path_factory.mktemp("connect")
+    env = spark_env(tmp)
+    port = free_port()
+    sbin = Path(env["SPARK_HOME"]) / "sbin"
+    subprocess.run([str(sbin / "start-connect-server.sh"), "--master", "local[2]", "--driver-memory", "1g",
+                    "--conf", f"spark.connect.grpc.binding.port={port}",
+                    "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
+                    "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=4",
+                    "--conf", f"spark.driver.extraJavaOptions=-Dlog4j2.configurationFile=file:{LOG4J}"],
+                   env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   timeout=120)  # the daemon inherits pipes: capturing them would wait for it
+    try:
+        wait_for_port(port, 120, tmp / "logs")
+        yield f"sc://127.0.0.1:{port}"
+    finally:
+        subprocess.run([str(sbin / "stop-connect-server.sh")], env=env, check=False,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)

@@ -51,7 +51,7 @@ def run_evaluate(config: ReleaseConfig, synthetic_path: str, out_dir: str, label
         if synthetic.shape[0] > sample_rows:
             synthetic = synthetic[rng.choice(synthetic.shape[0], sample_rows, replace=False)]
     with log.stage("spark session"):
-        spark = session.get_session(config.spark.master, config.spark.conf)
+        spark = session.get_session(config.spark.master, config.spark.conf, remote=config.spark.remote)
     with log.stage("real-side query answers (Spark pass)"):
         df = io.read_input(spark, config.input, columns)
         real_sums = data_pass.statistic_sums(df, bounds, query_sets.sums, unit="scaled")

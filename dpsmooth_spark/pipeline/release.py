@@ -124,13 +124,14 @@ class ReleaseRun:
 
     def spark(self) -> Any:
         """The Spark session (started on first use)."""
-        return session.get_session(self.config.spark.master, self.config.spark.conf)
+        spark = self.config.spark
+        return session.get_session(spark.master, spark.conf, remote=spark.remote)
 
     def data_pass(self, spec: PassSpec, name: str = "data pass") -> ExactSums:
         """One Spark pass over the input (a second pass of a job skips the checks)."""
         config = self.config
         with self.log.stage("spark session"):
-            spark = session.get_session(config.spark.master, config.spark.conf)
+            spark = self.spark()
         columns = list(self.bounds.columns)
         with self.log.stage(name):
             snapshot = io.input_snapshot(config.input)

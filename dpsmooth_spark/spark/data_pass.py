@@ -22,9 +22,18 @@ from dpsmooth_spark.core.basis import (
     scale_to_unit,
     valid_rows,
 )
+from dpsmooth_spark.spark.session import default_parallelism
 
-RESULT_SCHEMA = ("gram binary, tensor binary, histograms binary, rows_seen long, rows_invalid long, "
-                 "rows_clamped long")
+RESULT_SCHEMA = ("gram_hi binary, gram_lo binary, tensor_hi binary, tensor_lo binary, histograms binary, "
+                 "rows_seen long, rows_invalid long, rows_clamped long")
+"""One (partial) result: each exact integer ``v`` of the Gram matrix and the tensor sums travels as
+two int64 limbs with ``v = hi * 2**LIMB_BITS + lo``. A task's limbs lie below 2**32 in magnitude,
+so adding the limbs of up to 2**31 results in int64 is exact, in any order."""
+LIMB_BITS = 32
+MERGE_GROUPS = 64
+"""The per-task results are merged in this many groups on the executors, then on the driver."""
+_LIMB_COLUMNS = ("gram_hi", "gram_lo", "tensor_hi", "tensor_lo", "histograms")
+_COUNTERS = ("rows_seen", "rows_invalid", "rows_clamped")
 
 
 def _kernel(columns: list[str], lower: np.ndarray, upper: np.ndarray, spec: PassSpec):
@@ -43,36 +52,60 @@ def _kernel(columns: list[str], lower: np.ndarray, upper: np.ndarray, spec: Pass
     return run
 
 
+def _limbs(values: np.ndarray | None) -> tuple[bytes, bytes]:
+    if values is None:
+        return b"", b""
+    v = np.asarray(values, dtype=np.int64)
+    return (v >> LIMB_BITS).tobytes(), (v & ((1 << LIMB_BITS) - 1)).tobytes()
+
+
+def _from_limbs(hi: bytes, lo: bytes) -> np.ndarray:
+    """The exact integers (object array of Python ints) of two limb buffers."""
+    return (np.frombuffer(hi, dtype=np.int64).astype(object) * (1 << LIMB_BITS)
+            + np.frombuffer(lo, dtype=np.int64).astype(object))
+
+
 def _result_batch(sums: ExactSums) -> pa.RecordBatch:
     """One task's exact sums as a one-row Arrow batch of :data:`RESULT_SCHEMA`."""
-    tensor = b"" if sums.tensor is None else np.array(sums.tensor, dtype=np.int64).tobytes()
+    gram_hi, gram_lo = _limbs(sums.gram)
+    tensor_hi, tensor_lo = _limbs(sums.tensor)
     histograms = b"" if sums.histograms is None else sums.histograms.astype(np.int64).tobytes()
     return pa.RecordBatch.from_pydict({
-        "gram": [np.array(sums.gram, dtype=np.int64).tobytes()],
-        "tensor": [tensor],
+        "gram_hi": [gram_hi], "gram_lo": [gram_lo], "tensor_hi": [tensor_hi], "tensor_lo": [tensor_lo],
         "histograms": [histograms],
-        "rows_seen": [sums.rows_seen],
-        "rows_invalid": [sums.rows_invalid],
-        "rows_clamped": [sums.rows_clamped],
+        "rows_seen": [sums.rows_seen], "rows_invalid": [sums.rows_invalid], "rows_clamped": [sums.rows_clamped],
     })
 
 
+def _merge_table(table: pa.Table) -> pa.Table:
+    """Results of :data:`RESULT_SCHEMA` summed into one row (limb-wise, exact)."""
+    out: dict[str, list] = {}
+    for name in _LIMB_COLUMNS:
+        parts = [np.frombuffer(b, dtype=np.int64) for b in table.column(name).to_pylist() if b]
+        out[name] = [np.sum(parts, axis=0, dtype=np.int64).tobytes() if parts else b""]
+    for name in _COUNTERS:
+        out[name] = [sum(table.column(name).to_pylist())]
+    return pa.table(out, schema=pa.schema([(n, pa.binary()) for n in _LIMB_COLUMNS]
+                                          + [(n, pa.int64()) for n in _COUNTERS]))
+
+
 def _merge_results(results: DataFrame, d: int, spec: PassSpec) -> ExactSums:
-    """Merge the per-task results exactly in a tree on the executors: the driver receives a few
-    results, not one per partition (tens of thousands on a large table, docs/scaling.md)."""
+    """Merge the per-task results exactly: in :data:`MERGE_GROUPS` groups on the executors (the
+    driver receives a few results, not one per partition: tens of thousands on a large table,
+    docs/scaling.md), then on the driver. DataFrame operations only, so the same code runs on
+    classic Spark and on Spark Connect."""
+    grouped = results.selectExpr("*", f"spark_partition_id() % {MERGE_GROUPS} AS _group").groupBy("_group")
+    merged = _merge_table(grouped.applyInArrow(_merge_table, RESULT_SCHEMA).toArrow())
+    if not merged.column("gram_hi")[0].as_py():
+        return ExactSums.zero(d, spec.degree, spec.tensor_degree, spec.histogram_cells)
     size = 1 + d * spec.degree
-    degree, tensor_degree, cells = spec.degree, spec.tensor_degree, spec.histogram_cells
-
-    def parse(row) -> ExactSums:
-        gram = np.frombuffer(row["gram"], dtype=np.int64).reshape(size, size).astype(object)
-        tensor = np.frombuffer(row["tensor"], dtype=np.int64).astype(object) if tensor_degree else None
-        histograms = (np.frombuffer(row["histograms"], dtype=np.int64).reshape(d, cells)
-                      if cells else None)
-        return ExactSums(degree, d, gram, row["rows_seen"], row["rows_invalid"], row["rows_clamped"],
-                         tensor_degree, tensor, histograms)
-
-    zero = ExactSums.zero(d, degree, tensor_degree, cells)
-    return results.rdd.map(parse).treeAggregate(zero, ExactSums.merge, ExactSums.merge, depth=2)
+    row = {name: merged.column(name)[0].as_py() for name in merged.column_names}
+    tensor = _from_limbs(row["tensor_hi"], row["tensor_lo"]) if spec.tensor_degree else None
+    histograms = (np.frombuffer(row["histograms"], dtype=np.int64).reshape(d, spec.histogram_cells).copy()
+                  if spec.histogram_cells else None)
+    return ExactSums(spec.degree, d, _from_limbs(row["gram_hi"], row["gram_lo"]).reshape(size, size),
+                     row["rows_seen"], row["rows_invalid"], row["rows_clamped"], spec.tensor_degree,
+                     tensor, histograms)
 
 
 def exact_sums(df: DataFrame, bounds: PublicBounds, spec: int | PassSpec) -> ExactSums:
@@ -201,6 +234,6 @@ def exact_sums_arrow(spark: SparkSession, path: str | list[str], bounds: PublicB
 
     if not units:
         return ExactSums.zero(bounds.d, spec.degree, spec.tensor_degree, spec.histogram_cells)
-    tasks = max(1, min(len(units), spark.sparkContext.defaultParallelism * 4))
+    tasks = max(1, min(len(units), default_parallelism(spark) * 4))
     plan = spark.createDataFrame(units, "file string, row_group int").repartition(tasks)
     return _merge_results(plan.mapInArrow(run, RESULT_SCHEMA), bounds.d, spec)

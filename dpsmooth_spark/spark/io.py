@@ -19,7 +19,6 @@ import pyarrow.parquet as pq
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from dpsmooth_spark.spark import lake
@@ -90,8 +89,14 @@ def read_table(spark: SparkSession, path: str, fmt: str, columns: list[str],
                  if not isinstance(available[c], NUMERIC_TYPES)}
         if wrong:
             raise InputError(f"columns must be numeric, found {wrong}")
-        return df.select(*[F.col(f"`{c}`").cast("double").alias(c) for c in columns])
-    return df.select(*[F.col(f"`{c}`").try_cast("double").alias(c) for c in columns])
+        return df.selectExpr(*[f"CAST({quote(c)} AS DOUBLE) AS {quote(c)}" for c in columns])
+    return df.selectExpr(*[f"TRY_CAST({quote(c)} AS DOUBLE) AS {quote(c)}" for c in columns])
+
+
+def quote(name: str) -> str:
+    """A column name as a SQL identifier. Expressions are SQL strings, not Column objects, so
+    the same code serves a classic and a Spark Connect session (even both in one process)."""
+    return "`" + name.replace("`", "``") + "`"
 
 
 def check_parquet_columns(path: str | list[str], columns: list[str]) -> None:
@@ -323,8 +328,8 @@ def sample_on_executors(spark: SparkSession, candidates: np.ndarray, weights: np
         ids = spark.range(0, partitions, numPartitions=partitions)
         rows_df = ids.mapInArrow(draw, schema)
         if partition_by == "date":
-            rows_df = rows_df.withColumn(DATE_COLUMN, F.lit(release_date()))
-        writer = rows_df.write.mode("errorifexists")
+            rows_df = rows_df.selectExpr("*", f"'{release_date()}' AS {DATE_COLUMN}")
+        writer = rows_df.write.mode("error")
         column = partition_column(partition_by)
         (writer.partitionBy(column) if column is not None else writer).parquet(str(folder))
 

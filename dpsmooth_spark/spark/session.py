@@ -1,4 +1,5 @@
-"""A SparkSession with defaults that work on a laptop and stay out of the way on a cluster."""
+"""A SparkSession with defaults that work on a laptop and stay out of the way on a cluster, or a
+Spark Connect client session when a remote is configured."""
 
 from __future__ import annotations
 
@@ -9,15 +10,28 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 LOG4J = Path(__file__).with_name("log4j2.properties")
+CONNECT_CONF = {"spark.sql.session.timeZone": "UTC"}
+"""What a Connect session sets on the server (runtime settings only: the server owns the rest)."""
 
 
 def get_session(master: str = "local[*]", conf: dict[str, str] | None = None,
-                app_name: str = "dpsmooth-spark") -> SparkSession:
+                app_name: str = "dpsmooth-spark", remote: str | None = None) -> SparkSession:
     """Return the active session or build one.
 
-    Under ``spark-submit`` the submitted master and settings win; locally the executors use the
-    running interpreter, bind to 127.0.0.1, log at WARN and run without the UI.
+    With a remote (``remote``, else ``conf['spark.remote']``, else the ``SPARK_REMOTE``
+    environment variable, e.g. ``sc://host:15002``) the session is a Spark Connect client and
+    sets no master. Under ``spark-submit`` the submitted master and settings win; locally the
+    executors use the running interpreter, bind to 127.0.0.1, log at WARN and run without the UI.
     """
+    conf = dict(conf or {})
+    remote = remote or conf.pop("spark.remote", None) or os.environ.get("SPARK_REMOTE")
+    if remote:  # the Connect builder itself: a classic session may run beside it (the tests)
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+        builder = ConnectSession.builder.remote(remote).appName(app_name)
+        for key, value in {**CONNECT_CONF, **conf}.items():
+            builder = builder.config(key, value)
+        return builder.getOrCreate()
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
@@ -37,11 +51,29 @@ def get_session(master: str = "local[*]", conf: dict[str, str] | None = None,
     )
     if not launched_by_spark_submit():
         builder = builder.master(master)
-    for key, value in (conf or {}).items():
+    for key, value in conf.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     return session
+
+
+def is_connect(spark: SparkSession) -> bool:
+    """True for a Spark Connect client session (no SparkContext, no RDD API)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def default_parallelism(spark: SparkSession) -> int:
+    """The cluster's default parallelism, also through Spark Connect (where it is read from the
+    configuration, or counted as the partitions of a range)."""
+    if not is_connect(spark):
+        return int(spark.sparkContext.defaultParallelism)
+    configured = spark.conf.get("spark.default.parallelism", None)
+    if configured:
+        return int(configured)
+    ids = spark.range(0, 1 << 16).selectExpr("spark_partition_id() AS partition")
+    last = ids.selectExpr("max(partition)").first()
+    return int(last[0]) + 1 if last is not None and last[0] is not None else 1
 
 
 def launched_by_spark_submit() -> bool:
