@@ -38,7 +38,8 @@ def get_session(master: str = "local[*]", conf: dict[str, str] | None = None,
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    java_opts = f"-Dlog4j2.configurationFile=file:{LOG4J}"
+    # inside a --py-files zip the file has no path of its own: then Spark's default logging
+    java_opts = f"-Dlog4j2.configurationFile=file:{LOG4J}" if LOG4J.is_file() else ""
     builder = (
         SparkSession.builder.appName(app_name)
         .config("spark.ui.enabled", "false")
