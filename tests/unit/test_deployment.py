@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import zipfile
@@ -63,3 +64,14 @@ def test_airflow_dag_tasks_and_arguments(monkeypatch):
     assert args[args.index("--release-id") + 1] == "{{ run_id }}"  # retries reuse the statistics
     assert synth.application == "/opt/dp/jobs/synthesize.py"
     assert synth.py_files == "/opt/dp/dist/dpsmooth_spark.zip"
+
+
+@pytest.mark.skipif(not os.environ.get("DPSMOOTH_AIRFLOW_E2E"),
+                    reason="opt-in (installs Airflow 3, about 2 minutes): DPSMOOTH_AIRFLOW_E2E=1")
+def test_example_dag_passes_airflow_dags_test_with_its_default_config():
+    proc = subprocess.run([str(ROOT / "scripts" / "airflow" / "dags_test"), "2026-01-05"], capture_output=True,
+                          text=True, timeout=1800, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "state=success" in proc.stdout + proc.stderr
+    release = ROOT / "build" / "airflow" / "releases" / "20260105"
+    assert (release / "manifest.json").exists() and (release.parent / "20260105_report" / "report.html").exists()
