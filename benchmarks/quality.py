@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     PARAMS.update(args.params)
     config = yaml.safe_load((ROOT / "conf/examples/wdbc.yaml").read_text())
-    bounds = {c["name"]: (c["lower"], c["upper"]) for c in config["columns"]}
+    bounds = {c["name"]: (c.get("lower", 0.0), c.get("upper", 1.0)) for c in config["columns"]}  # label: values [0, 1]
     public = PublicBounds.from_mapping(bounds)
     table = pq.read_table(ROOT / "data/wdbc.parquet")
     data = public.scale(np.column_stack([table[c].to_numpy() for c in bounds]))

@@ -22,7 +22,7 @@ Table = tuple[np.ndarray, dict[str, tuple[float, float]], str]
 def wdbc() -> Table:
     """The bundled WDBC sample (569 x 31) with the example config's published bounds."""
     config = yaml.safe_load((ROOT / "conf" / "examples" / "wdbc.yaml").read_text())
-    bounds = {c["name"]: (float(c["lower"]), float(c["upper"])) for c in config["columns"]}
+    bounds = {c["name"]: (float(c.get("lower", 0)), float(c.get("upper", 1))) for c in config["columns"]}
     table = pq.read_table(ROOT / "data" / "wdbc.parquet")
     data = np.column_stack([table[c].to_numpy().astype(float) for c in bounds])
     return data, bounds, "malignant"

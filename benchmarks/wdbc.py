@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
 
     config = yaml.safe_load((ROOT / "conf/examples/wdbc.yaml").read_text())
-    bounds = {c["name"]: (c["lower"], c["upper"]) for c in config["columns"]}
+    bounds = {c["name"]: (c.get("lower", 0.0), c.get("upper", 1.0)) for c in config["columns"]}  # label: values [0, 1]
     table = pq.read_table(ROOT / "data/wdbc.parquet")
     lower = np.array([b[0] for b in bounds.values()])
     upper = np.array([b[1] for b in bounds.values()])

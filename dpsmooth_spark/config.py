@@ -7,14 +7,26 @@ names the offending key, e.g. ``privacy.epsilon: Input should be greater than 0`
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import math
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from dpsmooth_spark.core.basis import PublicBounds
+from dpsmooth_spark.core.columns import MAX_CATEGORIES
 from dpsmooth_spark.mechanisms.bernstein import BernsteinParams
 from dpsmooth_spark.mechanisms.distance_release import DistanceParams
 from dpsmooth_spark.mechanisms.smooth_grid import GridParams
@@ -91,19 +103,61 @@ class InputConfig(_TableLocation):
 
 
 class ColumnConfig(_Strict):
-    """A numeric column with its public bounds (never taken from the data)."""
+    """A released column with its public domain (never taken from the data).
+
+    The kind follows from the declaration and the column's type in the table
+    (docs/mechanisms.md, "Column kinds"): ``lower``/``upper`` numbers for a float or integer
+    column (an integer column is released on its lattice), dates or timestamps for a date or
+    timestamp column, ``values`` for a categorical column (strings or integers, at most
+    ``MAX_CATEGORIES``), neither for a boolean column.
+    """
 
     name: str = Field(min_length=1)
-    lower: float
-    upper: float
+    lower: float | dt.datetime | dt.date | None = None
+    upper: float | dt.datetime | dt.date | None = None
+    values: list[StrictBool | StrictInt | StrictStr] | None = None
 
     @model_validator(mode="after")
-    def _bounds_ordered(self) -> ColumnConfig:
-        if not (math.isfinite(self.lower) and math.isfinite(self.upper)):
+    def _domain(self) -> ColumnConfig:
+        bounds = (self.lower is not None, self.upper is not None)
+        if bounds[0] != bounds[1]:
+            raise ValueError(f"column {self.name!r}: give both lower and upper, or neither")
+        if self.values is not None:
+            if bounds[0]:
+                raise ValueError(f"column {self.name!r}: give bounds (lower, upper) or values, not both")
+            if not self.values or len(set(map(repr, self.values))) != len(self.values):
+                raise ValueError(f"column {self.name!r}: values must be a non-empty list without repeats")
+            if len(self.values) > MAX_CATEGORIES:
+                raise ValueError(f"column {self.name!r}: {len(self.values)} values; at most {MAX_CATEGORIES}")
+        if not bounds[0]:
+            return self
+        lo, hi = self.lower, self.upper
+        if isinstance(lo, dt.date) != isinstance(hi, dt.date):
+            raise ValueError(f"column {self.name!r}: lower and upper must both be numbers or both dates")
+        if isinstance(lo, float) and isinstance(hi, float) and not (math.isfinite(lo) and math.isfinite(hi)):
             raise ValueError(f"bounds of column {self.name!r} must be finite")
-        if not self.lower < self.upper:
-            raise ValueError(f"column {self.name!r}: lower ({self.lower}) must be < upper ({self.upper})")
+        try:
+            ordered = _comparable(lo) < _comparable(hi)
+        except TypeError:
+            raise ValueError(f"column {self.name!r}: lower and upper must have the same type") from None
+        if not ordered:
+            raise ValueError(f"column {self.name!r}: lower ({lo}) must be < upper ({hi})")
         return self
+
+    @property
+    def numeric_bounds(self) -> tuple[float, float] | None:
+        """The bounds when they are numbers (``None`` for a date, boolean or categorical column)."""
+        if isinstance(self.lower, float) and isinstance(self.upper, float):
+            return self.lower, self.upper
+        return None
+
+
+def _comparable(value: Any) -> Any:
+    if isinstance(value, dt.datetime):
+        return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+    if isinstance(value, dt.date):
+        return dt.datetime(value.year, value.month, value.day, tzinfo=dt.UTC)
+    return value
 
 
 LARGE_EPSILON = 10.0
@@ -309,8 +363,14 @@ class ReleaseConfig(_Strict):
         return list(self.bernstein.columns) or [n for n in self.column_names if n != self.bernstein.label]
 
     def public_bounds(self) -> PublicBounds:
-        """The columns and their bounds as the mechanism takes them."""
-        return PublicBounds.from_mapping({c.name: (c.lower, c.upper) for c in self.columns})
+        """The columns and their bounds as the mechanism takes them, for tables of float columns
+        with numeric bounds (a release reads the column kinds from the table:
+        :func:`dpsmooth_spark.spark.io.table_codec`)."""
+        bounds = {c.name: c.numeric_bounds for c in self.columns}
+        missing = [name for name, b in bounds.items() if b is None]
+        if missing:
+            raise ConfigError(f"columns {missing} have no numeric bounds; their kind comes from the table")
+        return PublicBounds.from_mapping({name: b for name, b in bounds.items() if b is not None})
 
 
 def parse_config(data: Any, base_dir: Path | None = None) -> ReleaseConfig:

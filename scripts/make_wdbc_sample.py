@@ -51,7 +51,7 @@ def main() -> None:
         columns[name] = data.data[:, j]
         bounds.append({"name": name, "lower": lo, "upper": hi})
     columns["malignant"] = (data.target == 0).astype("int32")
-    bounds.append({"name": "malignant", "lower": 0.0, "upper": 1.0})
+    bounds.append({"name": "malignant", "values": [0, 1]})  # an int32 label, released as int32
     (ROOT / "data").mkdir(exist_ok=True)
     pq.write_table(pa.table(columns), ROOT / "data" / "wdbc.parquet")
     config = {

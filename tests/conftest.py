@@ -23,7 +23,8 @@ def wdbc_config_dict() -> dict:
 
 @pytest.fixture(scope="session")
 def wdbc_bounds(wdbc_config_dict) -> dict[str, tuple[float, float]]:
-    return {c["name"]: (c["lower"], c["upper"]) for c in wdbc_config_dict["columns"]}
+    """Bounds of the WDBC columns as floats (the 0/1 label, declared by its values, on [0, 1])."""
+    return {c["name"]: (c.get("lower", 0.0), c.get("upper", 1.0)) for c in wdbc_config_dict["columns"]}
 
 
 @pytest.fixture(scope="session")

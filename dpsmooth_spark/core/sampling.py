@@ -44,3 +44,14 @@ def sample_records(
     if np.any(jitter > 0):
         picked = reflect_into_cube(picked + rng.standard_normal(picked.shape) * jitter)
     return picked
+
+
+def snap_to_lattice(points: np.ndarray, lattice: np.ndarray) -> np.ndarray:
+    """Each column ``j`` with ``lattice[j] = L > 0`` moved to the centre of its cell among ``L``
+    equal cells of [-1, 1] (where an integer or categorical column's values lie); others kept."""
+    out = np.array(points, dtype=np.float64, copy=True)
+    for j in np.flatnonzero(lattice > 0):
+        cells = int(lattice[j])
+        index = np.clip(np.floor((out[:, j] + 1.0) * cells / 2.0), 0, cells - 1)
+        out[:, j] = -1.0 + (2.0 * index + 1.0) / cells
+    return out

@@ -15,6 +15,7 @@ from dpsmooth_spark.evaluation.queries import PAPER_WDBC_EPS1
 from dpsmooth_spark.evaluation.report import write_report
 from dpsmooth_spark.evaluation.verdict import verdict, verdict_text
 from dpsmooth_spark.pipeline.progress import StageLog
+from dpsmooth_spark.pipeline.release import input_codec
 from dpsmooth_spark.spark import data_pass, io, lake, locations, session
 
 
@@ -30,8 +31,9 @@ def run_evaluate(config: ReleaseConfig, synthetic_path: str, out_dir: str, label
     """
     locations.check_no_overlap(config, extra_output=out_dir)
     log = StageLog(quiet=quiet)
-    bounds = config.public_bounds()
-    columns = list(bounds.columns)
+    codec = input_codec(config)
+    bounds = codec.bounds()
+    columns = codec.names
     label_index = columns.index(label) if label is not None else None
     if label is not None and label not in columns:
         raise ValueError(f"label {label!r} is not one of the config's columns")
@@ -47,14 +49,14 @@ def run_evaluate(config: ReleaseConfig, synthetic_path: str, out_dir: str, label
             documents = side or release
         else:
             table = pq.read_table(release / "data" if (release / "data").exists() else release, columns=columns)
-        synthetic = bounds.scale(np.column_stack([table[c].to_numpy() for c in columns]))
+        synthetic = bounds.scale(_finite(codec.encode(table)))
         if synthetic.shape[0] > sample_rows:
             synthetic = synthetic[rng.choice(synthetic.shape[0], sample_rows, replace=False)]
     with log.stage("spark session"):
         spark = session.get_session(config.spark.master, config.spark.conf, remote=config.spark.remote)
     with log.stage("real-side query answers (Spark pass)"):
-        df = io.read_input(spark, config.input, columns)
-        real_sums = data_pass.statistic_sums(df, bounds, query_sets.sums, unit="scaled")
+        df = io.read_input(spark, config.input, codec)
+        real_sums = data_pass.statistic_sums(df, codec, query_sets.sums, unit="scaled")
         sums, rows = real_sums.values, real_sums.count
         if rows == 0:
             raise ValueError("the real table has no valid rows")
@@ -62,7 +64,7 @@ def run_evaluate(config: ReleaseConfig, synthetic_path: str, out_dir: str, label
         fraction = min(1.0, sample_rows / rows)
         valid = df.dropna()
         sample = (valid.sample(fraction=fraction, seed=seed) if fraction < 1 else valid).toArrow()
-        real = bounds.scale(np.column_stack([sample[c].to_numpy() for c in columns]))
+        real = bounds.scale(_finite(codec.encode(sample)))
     manifest = _json(documents / "manifest.json")
     summary = _json(documents / "summary.json")
     with log.stage("metrics"):
@@ -81,6 +83,11 @@ def run_evaluate(config: ReleaseConfig, synthetic_path: str, out_dir: str, label
     if not quiet:
         print(verdict_text(metrics["verdict"]))
     return metrics
+
+
+def _finite(values: np.ndarray) -> np.ndarray:
+    """The rows without a null or out-of-domain value (as the data pass drops them)."""
+    return values[np.isfinite(values).all(axis=1)]
 
 
 def _json(path: Path) -> dict[str, Any] | None:

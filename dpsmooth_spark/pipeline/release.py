@@ -23,6 +23,7 @@ import pyarrow as pa
 from dpsmooth_spark import __version__
 from dpsmooth_spark.config import ReleaseConfig
 from dpsmooth_spark.core.basis import ExactSums, PassSpec, PublicBounds
+from dpsmooth_spark.core.columns import TableCodec
 from dpsmooth_spark.pipeline.progress import StageLog
 from dpsmooth_spark.privacy.accountant import PrivacyAccountant
 from dpsmooth_spark.privacy.ledger import BudgetLedger, LedgerConflictError, LedgerEntry
@@ -63,7 +64,8 @@ class ReleaseRun:
         mechanism: the mechanism's name (ledger key part).
         log: stage log.
         release_id: idempotency key.
-        bounds: public bounds.
+        codec: the released columns: kinds, encoded bounds, output types (from the input's schema).
+        bounds: the encoded public bounds the mechanism scales with.
         ledger: the budget ledger.
         previous: the ledger entry of this release id when this run is a retry.
         rng: public randomness (seeded only in test mode).
@@ -74,6 +76,7 @@ class ReleaseRun:
     mechanism: str
     log: StageLog
     release_id: str
+    codec: TableCodec
     bounds: PublicBounds
     ledger: BudgetLedger
     previous: LedgerEntry | None
@@ -82,9 +85,11 @@ class ReleaseRun:
 
     @classmethod
     def start(cls, config: ReleaseConfig, mechanism: str, quiet: bool = False) -> ReleaseRun:
-        """Refuse an output that overlaps the input, open the ledger, recognise a retry, and check
-        the output path, all before any work."""
+        """Refuse an output that overlaps the input, read the input's schema into the column
+        codec, open the ledger, recognise a retry, and check the output path, all before any
+        work."""
         locations.check_no_overlap(config)
+        codec = input_codec(config)  # the schema checks: a bad declaration opens no ledger
         release_id = config.release_id or uuid.uuid4().hex
         ledger = BudgetLedger(config.ledger_path)
         previous = ledger.find(release_id)
@@ -95,7 +100,7 @@ class ReleaseRun:
             io.check_lake_output(config.output, release_id)
         rng = np.random.default_rng(config.seed)
         noise = NoiseSource(rng if config.seed is not None else None)
-        run = cls(config, mechanism, StageLog(quiet=quiet), release_id, config.public_bounds(),
+        run = cls(config, mechanism, StageLog(quiet=quiet), release_id, codec, codec.bounds(),
                   ledger, previous, rng, noise)
         for warning in config.privacy.warnings:
             run.log.warn(warning)
@@ -132,15 +137,13 @@ class ReleaseRun:
         config = self.config
         with self.log.stage("spark session"):
             spark = self.spark()
-        columns = list(self.bounds.columns)
         with self.log.stage(name):
             snapshot = io.input_snapshot(config.input)
-            source = self._arrow_source(columns, snapshot)
+            source = self._arrow_source(self.codec.names, snapshot)
             if source is not None:
-                io.check_parquet_columns(source, columns)  # the schema checks, without a Spark job
-                return data_pass.exact_sums_arrow(spark, source, self.bounds, spec)
-            df = io.read_input(spark, config.input, columns, snapshot)  # schema checks
-            return data_pass.exact_sums(df, self.bounds, spec)
+                return data_pass.exact_sums_arrow(spark, source, self.codec, spec)
+            df = io.read_input(spark, config.input, self.codec, snapshot)
+            return data_pass.exact_sums(df, self.codec, spec)
 
     def statistic_pass(self, sums_of: Callable[[np.ndarray], np.ndarray],
                        name: str = "data pass") -> StatisticSums:
@@ -152,8 +155,8 @@ class ReleaseRun:
         with self.log.stage("spark session"):
             spark = self.spark()
         with self.log.stage(name):
-            df = io.read_input(spark, config.input, list(self.bounds.columns))
-            sums = data_pass.statistic_sums(df, self.bounds, sums_of)
+            df = io.read_input(spark, config.input, self.codec)
+            sums = data_pass.statistic_sums(df, self.codec, sums_of)
         _check_rows(config, sums.rows_seen, sums.rows_invalid, sums.rows_clamped, sums.count)
         return sums
 
@@ -161,12 +164,9 @@ class ReleaseRun:
         """A Bernoulli sample of the valid rows (each kept independently with ``rate``), clamped
         to the bounds, on the driver: a per-record transformation, so neighbouring tables give
         neighbouring or equal samples. The seed is public randomness."""
-        columns = list(self.bounds.columns)
-        df = io.read_input(self.spark(), self.config.input, columns)
+        df = io.read_input(self.spark(), self.config.input, self.codec)
         seed = int(self.rng.integers(2**62))
-        table = (df.sample(fraction=rate, seed=seed) if rate < 1.0 else df).toArrow()
-        x = np.column_stack([table.column(c).to_numpy(zero_copy_only=False).astype(np.float64)
-                             for c in columns]) if table.num_rows else np.zeros((0, len(columns)))
+        x = self.codec.encode((df.sample(fraction=rate, seed=seed) if rate < 1.0 else df).toArrow())
         x = x[np.isfinite(x).all(axis=1)]
         return np.clip(x, self.bounds.lower, self.bounds.upper)
 
@@ -242,6 +242,18 @@ class ReleaseRun:
         return ReleaseReport(self.config.output.path, {**manifest, "content_sha256": hashes})
 
 
+def input_codec(config: ReleaseConfig) -> TableCodec:
+    """The released columns' kinds and types, from the input's schema (metadata only; Spark
+    starts only where the files cannot tell, e.g. hive partition columns)."""
+    spark = config.spark
+
+    def start_spark() -> Any:
+        return session.get_session(spark.master, spark.conf, remote=spark.remote)
+
+    schema = io.input_schema(config.input, config.column_names, start_spark)
+    return io.table_codec(config.columns, schema, csv=config.input.format == "csv")
+
+
 def _check_retry(config: ReleaseConfig, mechanism: str, previous: LedgerEntry | None) -> None:
     """A reused release id must describe the same release of the same table."""
     if previous is None:
@@ -262,7 +274,8 @@ def _check_rows(config: ReleaseConfig, seen: int, invalid: int, clamped: int, ke
         raise InvalidDataError("the input table has no rows; nothing was released")
     if invalid and config.input.on_invalid == "error":
         raise InvalidDataError(
-            f"{invalid} row(s) have a null, NaN, infinite or non-numeric value in a selected column; "
+            f"{invalid} row(s) have a null, NaN, infinite or non-numeric value in a selected column, "
+            "or a value outside its declared domain (categorical values); "
             "fix the data or set input.on_invalid: drop. Nothing was released.")
     if kept == 0:
         raise InvalidDataError("no valid rows remain after dropping invalid ones; nothing was released")

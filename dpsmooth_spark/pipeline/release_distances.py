@@ -46,9 +46,9 @@ def read_queries(path: str, columns: list[str]) -> np.ndarray:
 def run_release_distances(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
     """Release the data structure that answers distance queries (docs/mechanisms.md)."""
     params = config.distance
-    bounds = config.public_bounds()
     queries = read_queries(params.queries, config.column_names) if params.queries else None
     run = ReleaseRun.start(config, MECHANISM, quiet)
+    bounds = run.bounds
     if run.previous is None:
         seed = params.embedding_seed if params.embedding_seed is not None else int(run.rng.integers(2**62))
         embedding = Embedding.build(params, bounds, queries, np.random.default_rng(seed))

@@ -29,12 +29,12 @@ MECHANISM = "bernstein"
 def run_release_function(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
     """Release the configured function of the table by the Bernstein mechanism."""
     params = config.bernstein
-    bounds = config.public_bounds()
     axes = config.bernstein_axes()
     index = [config.column_names.index(a) for a in axes]
-    lower, upper = bounds.lower[index], bounds.upper[index]
-    points = lattice_points(params.k, lower, upper)  # refuses a huge lattice before any work
     run = ReleaseRun.start(config, MECHANISM, quiet)
+    bounds = run.bounds  # encoded bounds (an integer column's lattice cells, docs/mechanisms.md)
+    lower, upper = bounds.lower[index], bounds.upper[index]
+    points = lattice_points(params.k, lower, upper)  # refuses a huge lattice before any pass
     if run.previous is None:
         if params.function == "kde":
             widths = kde_bandwidths(params, lower, upper)

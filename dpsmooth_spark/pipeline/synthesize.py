@@ -42,7 +42,7 @@ def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
         accountant = run.reused_accountant()
 
     with run.log.stage("candidates and fit"):
-        result = fit_from_summary(summary, params, run.rng)
+        result = fit_from_summary(summary, params, run.rng, run.codec.lattice())
     run.log.note(f"basis: {summary.basis.size} functions; candidates: {result.candidates.shape[0]}; "
                  f"effective support: {result.support_size}; chi2 {result.chi2:.1f} for "
                  f"{result.functions} functions; PSI: {'yes' if summary.pca else 'no'}")
@@ -54,16 +54,14 @@ def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
     if on_executors:
         partitions = config.output.partitions or max(1, -(-rows // 1_000_000))
         data = io.sample_on_executors(run.spark(), result.candidates, result.weights, result.jitter,
-                                      run.bounds.lower, run.bounds.upper, list(run.bounds.columns),
-                                      rows, int(run.rng.integers(2**62)), partitions,
+                                      run.codec, rows, int(run.rng.integers(2**62)), partitions,
                                       # lake formats stage unpartitioned rows; their commit partitions
                                       config.output.partition_by if config.output.format == "parquet" else None)
         distinct: int | None = None
     else:
         with run.log.stage("sampling"):
             scaled = sample_scaled(result, rows, run.rng)
-            values = run.bounds.unscale(scaled)
-            data = pa.table({name: values[:, i] for i, name in enumerate(run.bounds.columns)})
+            data = run.codec.decode(run.bounds.unscale(scaled))
             distinct = int(np.unique(scaled, axis=0).shape[0])
 
     mechanism = {

@@ -57,7 +57,7 @@ def run_synthesize_grid(config: ReleaseConfig, quiet: bool = False) -> ReleaseRe
     rows = config.output.rows or plan.rows
     with run.log.stage("sampling"):
         values = run.bounds.unscale(sample_grid(points, weights, rows, run.rng))
-        table = pa.table({name: values[:, i] for i, name in enumerate(run.bounds.columns)})
+        table = run.codec.decode(values)
     mechanism = {
         "reference": "Wang et al., Differentially Private Data Releasing for Smooth Queries, "
                      "JMLR 2016, Algorithm 3 (Section 5.1 in the (epsilon, delta) mode)",

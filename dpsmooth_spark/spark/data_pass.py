@@ -22,6 +22,8 @@ from dpsmooth_spark.core.basis import (
     scale_to_unit,
     valid_rows,
 )
+from dpsmooth_spark.core.columns import TableCodec, numeric_codec
+from dpsmooth_spark.spark.io import quote
 from dpsmooth_spark.spark.session import default_parallelism
 
 RESULT_SCHEMA = ("gram_hi binary, gram_lo binary, tensor_hi binary, tensor_lo binary, histograms binary, "
@@ -36,16 +38,23 @@ _LIMB_COLUMNS = ("gram_hi", "gram_lo", "tensor_hi", "tensor_lo", "histograms")
 _COUNTERS = ("rows_seen", "rows_invalid", "rows_clamped")
 
 
-def _kernel(columns: list[str], lower: np.ndarray, upper: np.ndarray, spec: PassSpec):
+def as_codec(columns: PublicBounds | TableCodec) -> TableCodec:
+    """A codec for ``columns``: bounds alone mean float columns on those bounds."""
+    if isinstance(columns, TableCodec):
+        return columns
+    codecs = tuple(numeric_codec(n, lo, hi) for n, lo, hi in zip(columns.columns, columns.lower, columns.upper))
+    return TableCodec(codecs, columns.columns)
+
+
+def _kernel(codec: TableCodec, spec: PassSpec):
+    bounds = codec.bounds()
+    lower, upper = bounds.lower, bounds.upper
+
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         def arrays() -> Iterator[np.ndarray]:
             for batch in batches:
-                if batch.num_rows == 0:
-                    continue
-                yield np.column_stack([
-                    batch.column(name).to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
-                    for name in columns
-                ])
+                if batch.num_rows:
+                    yield codec.encode(batch)
 
         yield _result_batch(partial_sums(arrays(), lower, upper, spec))
 
@@ -108,12 +117,13 @@ def _merge_results(results: DataFrame, d: int, spec: PassSpec) -> ExactSums:
                      tensor, histograms)
 
 
-def exact_sums(df: DataFrame, bounds: PublicBounds, spec: int | PassSpec) -> ExactSums:
-    """Exact sufficient statistics of the bounded columns of ``df`` (doubles) in one Spark job."""
+def exact_sums(df: DataFrame, columns: PublicBounds | TableCodec, spec: int | PassSpec) -> ExactSums:
+    """Exact sufficient statistics of the encoded, bounded columns of ``df`` in one Spark job."""
     spec = spec if isinstance(spec, PassSpec) else PassSpec(spec)
-    columns = list(bounds.columns)
-    kernel = _kernel(columns, bounds.lower, bounds.upper, spec)
-    return _merge_results(df.select(*columns).mapInArrow(kernel, RESULT_SCHEMA), bounds.d, spec)
+    codec = as_codec(columns)
+    kernel = _kernel(codec, spec)
+    selected = df.selectExpr(*[quote(c) for c in codec.names])
+    return _merge_results(selected.mapInArrow(kernel, RESULT_SCHEMA), len(codec.columns), spec)
 
 
 @dataclass(frozen=True)
@@ -138,8 +148,8 @@ class StatisticSums:
         return self.rows_seen - self.rows_invalid
 
 
-def statistic_sums(df: DataFrame, bounds: PublicBounds, sums_of: Callable[[np.ndarray], np.ndarray],
-                   unit: str = "original") -> StatisticSums:
+def statistic_sums(df: DataFrame, columns: PublicBounds | TableCodec,
+                   sums_of: Callable[[np.ndarray], np.ndarray], unit: str = "original") -> StatisticSums:
     """``sum over valid rows of sums_of(x)`` in one Spark job, ``x`` a batch ``(rows, d)`` clamped to
     the bounds in ``original`` units or scaled to ``[-1, 1]`` (``scaled``).
 
@@ -147,14 +157,14 @@ def statistic_sums(df: DataFrame, bounds: PublicBounds, sums_of: Callable[[np.nd
     evaluation to answer query sets on a large real table. The sums are float64: exact up to
     rounding, which depends on the partitioning (retries reuse the ledger's noisy statistics).
     """
-    columns = list(bounds.columns)
+    codec = as_codec(columns)
+    bounds = codec.bounds()
     lower, upper = bounds.lower, bounds.upper
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         total, seen, invalid, clamped = None, 0, 0, 0
         for batch in batches:
-            x = np.column_stack([batch.column(c).to_numpy(zero_copy_only=False).astype(np.float64)
-                                 for c in columns])
+            x = codec.encode(batch)
             seen += x.shape[0]
             x, bad, outside = valid_rows(x, lower, upper)
             invalid += bad
@@ -168,7 +178,7 @@ def statistic_sums(df: DataFrame, bounds: PublicBounds, sums_of: Callable[[np.nd
                                           "clamped": [clamped]})
 
     schema = "sums binary, seen long, invalid long, clamped long"
-    result = df.select(*columns).mapInArrow(run, schema).collect()
+    result = df.selectExpr(*[quote(c) for c in codec.names]).mapInArrow(run, schema).collect()
     parts = [np.frombuffer(r["sums"], dtype=np.float64) for r in result if r["sums"]]
     return StatisticSums(np.sum(parts, axis=0) if parts else np.zeros(0),
                          sum(r["seen"] for r in result), sum(r["invalid"] for r in result),
@@ -204,8 +214,8 @@ def arrow_readable(path: str | list[str], columns: list[str]) -> bool:
     return set(columns) <= names
 
 
-def exact_sums_arrow(spark: SparkSession, path: str | list[str], bounds: PublicBounds, spec: int | PassSpec,
-                     task_hook: Callable[[], None] | None = None) -> ExactSums:
+def exact_sums_arrow(spark: SparkSession, path: str | list[str], columns: PublicBounds | TableCodec,
+                     spec: int | PassSpec, task_hook: Callable[[], None] | None = None) -> ExactSums:
     """The same exact sums, with Spark scheduling Parquet row groups and tasks reading them with
     pyarrow directly (no JVM-to-Python row transfer). Local or mounted paths only.
 
@@ -213,7 +223,9 @@ def exact_sums_arrow(spark: SparkSession, path: str | list[str], bounds: PublicB
     """
     spec = spec if isinstance(spec, PassSpec) else PassSpec(spec)
     units = parquet_units(path)
-    columns = list(bounds.columns)
+    codec = as_codec(columns)
+    names = codec.names
+    bounds = codec.bounds()
     lower, upper = bounds.lower, bounds.upper
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -225,10 +237,9 @@ def exact_sums_arrow(spark: SparkSession, path: str | list[str], bounds: PublicB
         def arrays() -> Iterator[np.ndarray]:
             for batch in batches:
                 for file, group in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
-                    table = pq.ParquetFile(file).read_row_group(group, columns=columns)
+                    table = pq.ParquetFile(file).read_row_group(group, columns=names)
                     if table.num_rows:
-                        yield np.column_stack([
-                            np.asarray(table.column(c).to_numpy(), dtype=np.float64) for c in columns])
+                        yield codec.encode(table)
 
         yield _result_batch(partial_sums(arrays(), lower, upper, spec))
 

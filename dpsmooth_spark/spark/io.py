@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import os
@@ -21,6 +22,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
+from dpsmooth_spark.core.columns import ColumnTypeError, TableCodec, column_codec
 from dpsmooth_spark.spark import lake
 
 NUMERIC_TYPES = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType,
@@ -47,50 +49,67 @@ def input_snapshot(source: Any) -> lake.SnapshotFiles | None:
         raise InputError(str(exc)) from None
 
 
-def read_input(spark: SparkSession, source: Any, columns: list[str],
+def read_input(spark: SparkSession, source: Any, codec: TableCodec | list[str],
                snapshot: lake.SnapshotFiles | None = None) -> DataFrame:
-    """The configured columns of the input (an :class:`~dpsmooth_spark.config.InputConfig`) as
-    doubles. Delta and Iceberg tables are read from their current snapshot's file list (pass
-    ``snapshot`` when it was already looked up)."""
+    """The configured columns of the input (an :class:`~dpsmooth_spark.config.InputConfig`), in
+    config order, ready for ``codec.encode``. Delta and Iceberg tables are read from their current
+    snapshot's file list (pass ``snapshot`` when it was already looked up)."""
     snapshot = snapshot or input_snapshot(source)
     if snapshot is None:
-        return read_table(spark, source.path, source.format, columns)
+        return read_table(spark, source.path, source.format, codec)
     if not snapshot.files:
         raise InputError(f"the {source.format} table {source.path} has no data files; nothing was released")
-    return read_table(spark, snapshot.base, "parquet", columns, files=snapshot.files)
+    return read_table(spark, snapshot.base, "parquet", codec, files=snapshot.files)
 
 
-def read_table(spark: SparkSession, path: str, fmt: str, columns: list[str],
+def read_table(spark: SparkSession, path: str, fmt: str, codec: TableCodec | list[str],
                files: list[str] | None = None) -> DataFrame:
-    """The configured columns of the input table as doubles, in config order.
+    """The configured columns of the input table in config order, with their types (a list of
+    names means float columns).
 
-    Parquet columns must have a numeric type. CSV values are parsed with ``try_cast``, so text
-    that is not a number becomes null and is handled by the job's invalid-row rule. ``files``
-    restricts a Parquet read to those files under the table root ``path`` (partition values
-    still come from the folder names).
+    CSV values are parsed with ``try_cast`` to the kind's type, so text that does not parse
+    becomes null and is handled by the job's invalid-row rule. ``files`` restricts a Parquet read
+    to those files under the table root ``path`` (partition values still come from the folder
+    names).
     """
-    if "://" not in path and not os.path.exists(path):
-        raise InputError(f"input path does not exist: {path}")
-    try:
-        if fmt == "csv":
-            df = spark.read.option("header", "true").option("inferSchema", "false").csv(path)
-        elif files is not None:
-            df = spark.read.option("basePath", path).parquet(*files)
-        else:
-            df = spark.read.parquet(path)
-    except (AnalysisException, Py4JJavaError) as exc:
-        raise InputError(f"cannot read {fmt} input at {path}: {_first_line(exc)}") from None
+    df = _open(spark, path, fmt, files)
+    columns = codec.names if isinstance(codec, TableCodec) else list(codec)
     available = {f.name: f.dataType for f in df.schema.fields}
     missing = [c for c in columns if c not in available]
     if missing:
         raise InputError(f"columns not found in input: {missing}; the table has {sorted(available)}")
-    if fmt == "parquet":
-        wrong = {c: available[c].simpleString() for c in columns
-                 if not isinstance(available[c], NUMERIC_TYPES)}
+    if fmt == "csv":
+        types = {c.name: c.arrow_type for c in codec.columns} if isinstance(codec, TableCodec) else {}
+        return df.selectExpr(*[_csv_cast(c, types.get(c, pa.float64())) for c in columns])
+    if not isinstance(codec, TableCodec):
+        wrong = {c: available[c].simpleString() for c in columns if not isinstance(available[c], NUMERIC_TYPES)}
         if wrong:
             raise InputError(f"columns must be numeric, found {wrong}")
-        return df.selectExpr(*[f"CAST({quote(c)} AS DOUBLE) AS {quote(c)}" for c in columns])
-    return df.selectExpr(*[f"TRY_CAST({quote(c)} AS DOUBLE) AS {quote(c)}" for c in columns])
+    return df.selectExpr(*[quote(c) for c in columns])
+
+
+CSV_TYPES = {pa.float64(): "DOUBLE", pa.int64(): "BIGINT", pa.bool_(): "BOOLEAN", pa.date32(): "DATE",
+             pa.timestamp("us"): "TIMESTAMP"}
+"""The SQL type a CSV column is parsed as (see ``_declared_type``; text stays text)."""
+
+
+def _csv_cast(name: str, arrow_type: pa.DataType) -> str:
+    if arrow_type not in CSV_TYPES:
+        return quote(name)
+    return f"TRY_CAST({quote(name)} AS {CSV_TYPES[arrow_type]}) AS {quote(name)}"
+
+
+def _open(spark: SparkSession, path: str, fmt: str, files: list[str] | None = None) -> DataFrame:
+    if "://" not in path and not os.path.exists(path):
+        raise InputError(f"input path does not exist: {path}")
+    try:
+        if fmt == "csv":
+            return spark.read.option("header", "true").option("inferSchema", "false").csv(path)
+        if files is not None:
+            return spark.read.option("basePath", path).parquet(*files)
+        return spark.read.parquet(path)
+    except (AnalysisException, Py4JJavaError) as exc:
+        raise InputError(f"cannot read {fmt} input at {path}: {_first_line(exc)}") from None
 
 
 def quote(name: str) -> str:
@@ -99,26 +118,72 @@ def quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def check_parquet_columns(path: str | list[str], columns: list[str]) -> None:
-    """The schema checks of :func:`read_table` from the first Parquet file's footer (pyarrow, no
-    Spark job): the columns exist and are numeric. Used before the arrow-reader pass."""
+def input_schema(source: Any, columns: list[str], spark: Callable[[], SparkSession],
+                 snapshot: lake.SnapshotFiles | None = None) -> pa.Schema:
+    """The input table's schema (metadata, not data): from the first Parquet file's footer, or
+    from Spark where the files do not hold every column (e.g. hive partition columns) or the
+    path is remote. CSV has no types: the schema follows the declarations (``csv_schema``)."""
     from dpsmooth_spark.spark.data_pass import parquet_units
 
-    try:
-        units = parquet_units(path)
-        if not units:
-            raise InputError(f"no Parquet files at {path}")
-        schema = pq.read_schema(units[0][0])
-    except (OSError, pa.ArrowException) as exc:
-        raise InputError(f"cannot read parquet input at {path}: {str(exc).splitlines()[0]}") from None
-    missing = [c for c in columns if c not in schema.names]
+    snapshot = snapshot or input_snapshot(source)
+    if snapshot is not None and not snapshot.files:
+        raise InputError(f"the {source.format} table {source.path} has no data files; nothing was released")
+    target: str | list[str] = snapshot.files if snapshot is not None else source.path
+    if source.format != "csv" and not (isinstance(target, str) and "://" in target):
+        if isinstance(target, str) and not os.path.exists(target):
+            raise InputError(f"input path does not exist: {target}")
+        try:
+            units = parquet_units(target)
+            schema = pq.read_schema(units[0][0]) if units else None
+        except (OSError, pa.ArrowException) as exc:
+            raise InputError(f"cannot read parquet input at {source.path}: {str(exc).splitlines()[0]}") from None
+        if schema is not None and set(columns) <= set(schema.names):
+            return schema
+    base = snapshot.base if snapshot is not None else source.path
+    df = _open(spark(), base, "parquet" if snapshot is not None else source.format,
+               snapshot.files if snapshot is not None else None)
+    if source.format == "csv":
+        return pa.schema([pa.field(f.name, pa.string()) for f in df.schema.fields])
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    return pa.schema([pa.field(f.name, to_arrow_type(f.dataType), f.nullable) for f in df.schema.fields])
+
+
+def table_codec(columns: list[Any], schema: pa.Schema, csv: bool = False) -> TableCodec:
+    """The codec of the configured columns (``ColumnConfig``) given the input's schema; a CSV
+    input's text columns take the declared kind's type.
+
+    Raises:
+        InputError: a configured column is missing, or its type does not fit its declaration.
+    """
+    missing = [c.name for c in columns if c.name not in schema.names]
     if missing:
         raise InputError(f"columns not found in input: {missing}; the table has {sorted(schema.names)}")
-    wrong = {c: str(schema.field(c).type) for c in columns
-             if not (pa.types.is_integer(schema.field(c).type) or pa.types.is_floating(schema.field(c).type)
-                     or pa.types.is_decimal(schema.field(c).type))}
-    if wrong:
-        raise InputError(f"columns must be numeric, found {wrong}")
+    codecs = []
+    for c in columns:
+        field = schema.field(c.name)
+        arrow_type = _declared_type(c) if csv else field.type
+        try:
+            codecs.append(column_codec(c.name, arrow_type, field.nullable, c.lower, c.upper,
+                                       tuple(c.values) if c.values is not None else None))
+        except ColumnTypeError as exc:
+            raise InputError(f"{exc}; nothing was released") from None
+    wanted = {c.name for c in columns}
+    return TableCodec(tuple(codecs), tuple(n for n in schema.names if n in wanted))
+
+
+def _declared_type(column: Any) -> pa.DataType:
+    """The type a CSV column is parsed as, from its declaration."""
+    if column.values is not None:
+        kinds = {type(v) for v in column.values}
+        return pa.bool_() if kinds == {bool} else pa.int64() if kinds == {int} else pa.string()
+    if column.lower is None:
+        return pa.bool_()
+    if isinstance(column.lower, dt.datetime):
+        return pa.timestamp("us")
+    if isinstance(column.lower, dt.date):
+        return pa.date32()
+    return pa.float64()
 
 
 def _first_line(exc: Exception) -> str:
@@ -298,31 +363,33 @@ def _fsync_tree(root: Path) -> None:
 
 
 def sample_on_executors(spark: SparkSession, candidates: np.ndarray, weights: np.ndarray,
-                        jitter: np.ndarray, lower: np.ndarray, upper: np.ndarray, columns: list[str],
-                        rows: int, seed: int, partitions: int, partition_by: str | None = None) -> DataWriter:
-    """A writer that draws ``rows`` records inside the executors and writes them as Parquet.
+                        jitter: np.ndarray, codec: TableCodec, rows: int, seed: int, partitions: int,
+                        partition_by: str | None = None) -> DataWriter:
+    """A writer that draws ``rows`` records inside the executors and writes them as Parquet with
+    the input's column types (``codec``).
 
     The support (``C x d``), weights and jitter are broadcast with the task closure; partition
     ``p`` draws its share of the rows with ``numpy.random.default_rng([seed, p])``, so a release
     seed fixes the output whatever the cluster. The driver never holds the rows. ``partition_by``
-    (a column or ``date``) writes Hive-style partition folders.
+    (a column or ``date``) writes Hive-style partition folders. (Spark's Parquet writer marks
+    every column nullable; the driver-side writer keeps the input's nullability.)
     """
-    from dpsmooth_spark.core.basis import unscale_from_unit
+    from pyspark.sql.pandas.types import from_arrow_schema
+
     from dpsmooth_spark.core.sampling import sample_records
 
     shares = np.full(partitions, rows // partitions)
     shares[: rows % partitions] += 1
-    names = list(columns)
+    bounds = codec.bounds()
 
     def draw(batches):
         for batch in batches:
             for p in batch.column(0).to_numpy():
                 rng = np.random.default_rng([seed, int(p)])
                 scaled = sample_records(candidates, weights, int(shares[p]), jitter, rng)
-                values = np.clip(unscale_from_unit(scaled, lower, upper), lower, upper)
-                yield pa.RecordBatch.from_pydict({n: values[:, i] for i, n in enumerate(names)})
+                yield from codec.decode(bounds.unscale(scaled)).to_batches()
 
-    schema = ", ".join(f"`{n}` double" for n in names)
+    schema = from_arrow_schema(codec.schema())
 
     def write(folder: Path) -> None:
         ids = spark.range(0, partitions, numPartitions=partitions)

@@ -18,6 +18,7 @@ from dpsmooth_spark.core.candidates import (
     nearest_psd,
 )
 from dpsmooth_spark.core.maxent import fit_within_noise
+from dpsmooth_spark.core.sampling import snap_to_lattice
 from dpsmooth_spark.mechanisms.smooth_pca.measure import VARIANCE_FLOOR, NoisySummary, all_pairs_of
 from dpsmooth_spark.mechanisms.smooth_pca.params import SmoothPCAParams
 
@@ -108,11 +109,14 @@ def private_correlation(summary: NoisySummary) -> np.ndarray | None:
     return correlation_from_covariance(corr)
 
 
-def make_candidates(summary: NoisySummary, params: SmoothPCAParams,
-                    rng: np.random.Generator) -> Candidates:
-    """``params.candidates`` points from the private marginals (and copula), with their prior."""
+def make_candidates(summary: NoisySummary, params: SmoothPCAParams, rng: np.random.Generator,
+                    lattice: np.ndarray | None = None) -> Candidates:
+    """``params.candidates`` points from the private marginals (and copula), with their prior;
+    columns with a ``lattice`` size ``L > 0`` are snapped to the centres of ``L`` equal cells."""
     marginals = marginal_priors(summary, params)
     correlation = private_correlation(summary)
     points, log_prior = marginal_candidates(marginals, params.candidates, rng, correlation,
                                             params.copula_share)
+    if lattice is not None:
+        points = snap_to_lattice(points, np.asarray(lattice))
     return Candidates(points, log_prior, marginals)

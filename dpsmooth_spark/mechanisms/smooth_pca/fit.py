@@ -95,12 +95,17 @@ def _keep_prior_marginals(found: list[Measurement], support: Candidates) -> list
     return out
 
 
-def fit_from_summary(summary: NoisySummary, params: SmoothPCAParams,
-                     rng: np.random.Generator) -> SynthesisResult:
-    """Candidates, then the fit, then the sampling neighbourhood."""
+def fit_from_summary(summary: NoisySummary, params: SmoothPCAParams, rng: np.random.Generator,
+                     lattice: np.ndarray | None = None) -> SynthesisResult:
+    """Candidates, then the fit, then the sampling neighbourhood.
+
+    ``lattice[j] = L > 0`` marks a column whose values are the centres of ``L`` equal cells of
+    [-1, 1] (integer, date, boolean and categorical columns, ``core/columns.py``): its candidates
+    sit on those centres, as the data do, and it gets no jitter.
+    """
     timings: dict[str, float] = {}
     start = time.perf_counter()
-    support = make_candidates(summary, params, rng)
+    support = make_candidates(summary, params, rng, lattice)
     found = _keep_prior_marginals(
         measurements(summary, max(params.marginal_tolerance or 0.0, JOINT_MARGINAL_TOLERANCE)), support)
     w = np.vstack([m.queries.evaluate(support.points) for m in found])
@@ -118,7 +123,10 @@ def fit_from_summary(summary: NoisySummary, params: SmoothPCAParams,
     centres = support.marginals.centres(support.marginals.cells)
     probs = support.marginals.probabilities
     spread = np.sqrt(np.maximum(probs @ centres**2 - (probs @ centres) ** 2, 1e-8))
+    jitter = params.jitter * spread
+    if lattice is not None:
+        jitter = np.where(np.asarray(lattice) > 0, 0.0, jitter)
     residual = w @ weights - b
     return SynthesisResult(summary, support.points, weights, lp_objective,
                            float(np.abs(residual).sum()), float(((residual / sigma) ** 2).sum()),
-                           int(b.size), kl, params.jitter * spread, timings)
+                           int(b.size), kl, jitter, timings)

@@ -1,0 +1,202 @@
+"""Column kinds: how a lake column (float, integer, boolean, categorical, date, timestamp) enters
+the smooth domain and how a synthetic value leaves it with the input's Arrow type.
+
+Every kind is a number on public bounds (docs/mechanisms.md, "Column kinds"):
+
+* float: its value, on the configured bounds;
+* integer, date (days since 1970-01-01): its value, on ``[lower - 1/2, upper + 1/2]``, so that
+  every lattice point owns a cell of width one and the ends are not halved when a synthetic value
+  is rounded back to the lattice;
+* boolean: 0 or 1 on ``[-1/2, 3/2]``; categorical: the index of the value in its public domain,
+  ``0..k-1`` on ``[-1/2, k - 1/2]``, rounded back to the nearest index;
+* timestamp: seconds since the epoch (continuous).
+
+A value outside its domain (or the kind's type) encodes as NaN: an invalid row, handled by
+``input.on_invalid`` like a null. The encodings are per record, so they cost no privacy.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from dpsmooth_spark.core.basis import PublicBounds
+
+MAX_CATEGORIES = 256
+"""The largest categorical domain (one histogram cell per value at the finest resolution)."""
+EPOCH = dt.date(1970, 1, 1)
+
+
+class ColumnTypeError(ValueError):
+    """A column's type in the table does not match the kind its config declares."""
+
+
+@dataclass(frozen=True)
+class ColumnCodec:
+    """One released column: its kind, output type, and encoded bounds.
+
+    Attributes:
+        name: the column.
+        kind: ``float``, ``integer``, ``boolean``, ``categorical``, ``date`` or ``timestamp``.
+        arrow_type: the input's Arrow type, which the output keeps.
+        nullable: the input field's nullability, which the output keeps.
+        lower, upper: the encoded bounds (see the module docstring).
+        values: the categorical domain, in index order.
+    """
+
+    name: str
+    kind: str
+    arrow_type: pa.DataType
+    nullable: bool
+    lower: float
+    upper: float
+    values: tuple[Any, ...] = ()
+
+    def encode(self, array: pa.Array | pa.ChunkedArray) -> np.ndarray:
+        """The column's values in encoded units (float64; NaN for null, NaN or out of domain)."""
+        if self.kind == "categorical":
+            domain = pa.array(list(self.values), type=array.type)
+            codes = pc.index_in(array, value_set=domain)
+            return np.asarray(codes.to_numpy(zero_copy_only=False), dtype=np.float64)
+        if self.kind == "boolean":
+            array = pc.cast(array, pa.int8())
+        elif self.kind == "date":
+            array = pc.cast(pc.cast(array, pa.date32()), pa.int32())
+        elif self.kind == "timestamp":
+            array = pc.divide(pc.cast(pc.cast(array, pa.timestamp("us")), pa.int64()), 1e6)
+        elif pa.types.is_decimal(array.type):
+            array = pc.cast(array, pa.float64())
+        values = array.to_numpy(zero_copy_only=False)
+        return np.asarray(values, dtype=np.float64)  # nulls arrive as NaN
+
+    def decode(self, values: np.ndarray) -> pa.Array:
+        """Synthetic values (encoded units) as an Arrow array of the input's type, on the
+        column's lattice or domain and inside its bounds."""
+        values = np.clip(np.asarray(values, dtype=np.float64), self.lower, self.upper)
+        if self.kind in ("float", "timestamp"):
+            if self.kind == "timestamp":
+                micros = pa.array(np.rint(values * 1e6).astype(np.int64), pa.int64())
+                return pc.cast(pc.cast(micros, pa.timestamp("us")), self.arrow_type)
+            if pa.types.is_decimal(self.arrow_type):  # to the type's scale, then exact
+                values = np.round(values, self.arrow_type.scale)
+                return pc.cast(pa.array(values, pa.float64()), self.arrow_type, safe=False)
+            return pa.array(values, pa.float64()).cast(self.arrow_type)
+        lattice = np.clip(np.rint(values), np.ceil(self.lower), np.floor(self.upper)).astype(np.int64)
+        if self.kind == "categorical":
+            return pa.array([self.values[i] for i in lattice], type=self.arrow_type)
+        if self.kind == "boolean":
+            return pa.array(lattice == 1, pa.bool_())
+        if self.kind == "date":
+            return pc.cast(pa.array(lattice.astype(np.int32), pa.int32()).cast(pa.date32()), self.arrow_type)
+        return pa.array(lattice, pa.int64()).cast(self.arrow_type)
+
+
+@dataclass(frozen=True)
+class TableCodec:
+    """The released columns in config order, and the input's column order for the output."""
+
+    columns: tuple[ColumnCodec, ...]
+    output_order: tuple[str, ...]
+
+    @property
+    def names(self) -> list[str]:
+        """Column names in config order (the mechanism's order)."""
+        return [c.name for c in self.columns]
+
+    def lattice(self) -> np.ndarray:
+        """Per column, the number ``L`` of lattice points (0: continuous). The encoded bounds put
+        them at the centres of ``L`` equal cells of [-1, 1]."""
+        return np.array([0 if c.kind in ("float", "timestamp") else round(c.upper - c.lower)
+                         for c in self.columns])
+
+    def bounds(self) -> PublicBounds:
+        """The encoded bounds the mechanism scales with."""
+        return PublicBounds.from_mapping({c.name: (c.lower, c.upper) for c in self.columns})
+
+    def encode(self, batch: pa.RecordBatch | pa.Table) -> np.ndarray:
+        """``(rows, d)`` float64 values in encoded units, config order."""
+        if batch.num_rows == 0:
+            return np.zeros((0, len(self.columns)))
+        return np.column_stack([c.encode(batch.column(c.name)) for c in self.columns])
+
+    def decode(self, values: np.ndarray) -> pa.Table:
+        """A synthetic table (encoded units, config order) with the input's schema."""
+        arrays = {c.name: c.decode(values[:, i]) for i, c in enumerate(self.columns)}
+        return pa.table([arrays[n] for n in self.output_order], schema=self.schema())
+
+    def schema(self) -> pa.Schema:
+        """The output schema: the input's fields of the released columns, in the input's order."""
+        fields = {c.name: pa.field(c.name, c.arrow_type, c.nullable) for c in self.columns}
+        return pa.schema([fields[n] for n in self.output_order])
+
+
+def numeric_codec(name: str, lower: float, upper: float) -> ColumnCodec:
+    """A float64 column on ``[lower, upper]`` (the codec of a plain numeric config column)."""
+    return ColumnCodec(name, "float", pa.float64(), True, float(lower), float(upper))
+
+
+def column_codec(name: str, arrow_type: pa.DataType, nullable: bool, lower: Any = None, upper: Any = None,
+                 values: tuple[Any, ...] | None = None) -> ColumnCodec:
+    """The codec of one configured column given its type in the input table.
+
+    Raises:
+        ColumnTypeError: the type does not fit the declaration (message names the column).
+    """
+    t = arrow_type
+
+    def wrong(expected: str) -> ColumnTypeError:
+        return ColumnTypeError(f"column {name!r}: the config declares {expected}, but the table's type is {t}")
+
+    if values is not None:
+        if not (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_integer(t)
+                or pa.types.is_boolean(t)):
+            raise wrong("a categorical domain (values: string or integer)")
+        if len(values) > MAX_CATEGORIES:
+            raise ColumnTypeError(f"column {name!r}: {len(values)} categories; at most {MAX_CATEGORIES}")
+        try:
+            domain = tuple(pa.array(list(values), type=t).to_pylist())
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+            raise ColumnTypeError(f"column {name!r}: the values {list(values)[:5]} do not have the "
+                                  f"table's type {t}") from None
+        return ColumnCodec(name, "categorical", t, nullable, -0.5, len(domain) - 0.5, domain)
+    if pa.types.is_boolean(t):
+        if lower is not None or upper is not None:
+            raise wrong("bounds (a number or a date)")
+        return ColumnCodec(name, "boolean", t, nullable, -0.5, 1.5)
+    if lower is None or upper is None:
+        raise ColumnTypeError(f"column {name!r} (type {t}) needs bounds (lower, upper) or values")
+    if pa.types.is_date(t) or pa.types.is_timestamp(t):
+        if not (isinstance(lower, dt.date) and isinstance(upper, dt.date)):
+            raise wrong("numeric bounds") from None
+        if pa.types.is_date(t):
+            lo, hi = _days(lower), _days(upper)
+            return ColumnCodec(name, "date", t, nullable, lo - 0.5, hi + 0.5)
+        return ColumnCodec(name, "timestamp", t, nullable, _seconds(lower), _seconds(upper))
+    if isinstance(lower, dt.date) or isinstance(upper, dt.date):
+        raise wrong("date bounds")
+    if pa.types.is_integer(t):
+        lo, hi = float(np.ceil(lower)), float(np.floor(upper))
+        if lo > hi:
+            raise ColumnTypeError(f"column {name!r}: no integer lies within [{lower}, {upper}]")
+        return ColumnCodec(name, "integer", t, nullable, lo - 0.5, hi + 0.5)
+    if pa.types.is_floating(t) or pa.types.is_decimal(t):
+        return ColumnCodec(name, "float", t, nullable, float(lower), float(upper))
+    raise wrong("a numeric column")
+
+
+def _days(value: dt.date) -> float:
+    day = value.date() if isinstance(value, dt.datetime) else value
+    return float((day - EPOCH).days)
+
+
+def _seconds(value: dt.date) -> float:
+    if not isinstance(value, dt.datetime):
+        value = dt.datetime(value.year, value.month, value.day)
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=dt.UTC)
+    return value.timestamp()
