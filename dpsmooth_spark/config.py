@@ -109,10 +109,13 @@ class ColumnConfig(_Strict):
     (docs/mechanisms.md, "Column kinds"): ``lower``/``upper`` numbers for a float or integer
     column (an integer column is released on its lattice), dates or timestamps for a date or
     timestamp column, ``values`` for a categorical column (strings or integers, at most
-    ``MAX_CATEGORIES``), neither for a boolean column.
+    ``MAX_CATEGORIES``), neither for a boolean column. ``nullable: true`` allows nulls: their
+    share is released (from the histograms' null cells, no extra budget) and reproduced; without
+    it a null makes the row invalid (``input.on_invalid``).
     """
 
     name: str = Field(min_length=1)
+    nullable: bool = False
     lower: float | dt.datetime | dt.date | None = None
     upper: float | dt.datetime | dt.date | None = None
     values: list[StrictBool | StrictInt | StrictStr] | None = None

@@ -268,6 +268,9 @@ class ExactSums:
             C order of the multi-index ``r``.
         histograms: ``(d, cells)`` int64 counts of each column's scaled values in ``cells``
             equal cells of [-1, 1] (``None``: not computed).
+        nulls: ``(d,)`` int64 null counts per column, over the rows with a null in a column
+            declared nullable (``None``: not computed).
+        rows_null: rows with such a null (in ``histograms`` and ``nulls``, not in ``gram``).
     """
 
     degree: int
@@ -279,15 +282,19 @@ class ExactSums:
     tensor_degree: int = 0
     tensor: np.ndarray | None = None
     histograms: np.ndarray | None = None
+    nulls: np.ndarray | None = None
+    rows_null: int = 0
 
     @classmethod
-    def zero(cls, d: int, degree: int, tensor_degree: int = 0, histogram_cells: int = 0) -> ExactSums:
+    def zero(cls, d: int, degree: int, tensor_degree: int = 0, histogram_cells: int = 0,
+             null_cells: bool = False) -> ExactSums:
         """The neutral element of :meth:`merge`."""
         size = 1 + d * degree
         tensor = np.zeros(tensor_degree**d, dtype=object) if tensor_degree else None
         histograms = np.zeros((d, histogram_cells), dtype=np.int64) if histogram_cells else None
         return cls(degree, d, np.zeros((size, size), dtype=object), tensor_degree=tensor_degree,
-                   tensor=tensor, histograms=histograms)
+                   tensor=tensor, histograms=histograms,
+                   nulls=np.zeros(d, dtype=np.int64) if null_cells else None)
 
     @property
     def count(self) -> int:
@@ -309,6 +316,8 @@ class ExactSums:
             None if self.tensor is None or other.tensor is None else self.tensor + other.tensor,
             None if self.histograms is None or other.histograms is None
             else self.histograms + other.histograms,
+            None if self.nulls is None or other.nulls is None else self.nulls + other.nulls,
+            self.rows_null + other.rows_null,
         )
 
     def tensor_sums(self) -> np.ndarray:
@@ -408,12 +417,16 @@ class PassSpec:
             ``(2k + 1 - N) / N`` first (Algorithm 3 steps 3-6); ``None`` keeps values as they are.
         histogram_cells: count each column's values in this many equal cells of [-1, 1]
             (0 skips it).
+        null_cells: count each column's nulls (a batch then comes with its null mask; a row with
+            a null in a column declared nullable enters the histograms and the null counts, not
+            the other sums).
     """
 
     degree: int = 1
     tensor_degree: int = 0
     grid_points: int | None = None
     histogram_cells: int = 0
+    null_cells: bool = False
 
 
 def snap_to_grid(x: np.ndarray, points: int) -> np.ndarray:
@@ -455,10 +468,13 @@ def partial_sums(
     """The data-pass kernel: validate, clamp, scale and sum one partition's rows exactly.
 
     Rows with a NaN or infinite value (nulls arrive as NaN) are counted in ``rows_invalid`` and
-    left out of every sum; what the job does about them is decided on the driver.
+    left out of every sum; what the job does about them is decided on the driver. With
+    ``null_cells`` each batch comes as ``(values, null_mask)``: a row whose only non-finite
+    values are nulls in columns declared nullable is counted in ``rows_null``, ``nulls`` and the
+    histograms of its other columns, and left out of the other sums (docs/privacy.md 3c).
 
     Args:
-        batches: float64 arrays ``(rows, d)`` in original units.
+        batches: float64 arrays ``(rows, d)`` in original units (or pairs with a null mask).
         lower, upper: public bounds per column.
         degree: the Gram degree ``g``, or a :class:`PassSpec` for the tensor basis and the grid.
     """
@@ -472,10 +488,27 @@ def partial_sums(
     tensor = np.zeros(t**d, dtype=np.int64) if t else None
     cells = spec.histogram_cells
     histograms = np.zeros(d * cells, dtype=np.int64) if cells else None
-    seen = invalid = clamped = 0
-    for batch in batches:
+    nulls = np.zeros(d, dtype=np.int64) if spec.null_cells else None
+    seen = invalid = clamped = rows_null = 0
+    for item in batches:
+        batch, mask = item if isinstance(item, tuple) else (item, None)
         batch = np.asarray(batch, dtype=np.float64).reshape(-1, d)
         seen += batch.shape[0]
+        if nulls is not None and mask is not None and mask.any():
+            with_null = mask.any(axis=1)
+            part, part_mask = batch[with_null], mask[with_null]
+            ok = (np.isfinite(part) | part_mask).all(axis=1)
+            invalid += int((~ok).sum())
+            part, part_mask = part[ok], part_mask[ok]
+            rows_null += part.shape[0]
+            nulls += part_mask.sum(axis=0)
+            filled = np.where(part_mask, lower, part)
+            clamped += int((((filled < lower) | (filled > upper)) & ~part_mask).any(axis=1).sum())
+            if histograms is not None:
+                cell = histogram_cell(scale_to_unit(np.clip(filled, lower, upper), lower, upper), cells)
+                index = (cell + cells * np.arange(d))[~part_mask]
+                histograms += np.bincount(index, minlength=d * cells)
+            batch = batch[~with_null]
         batch, bad, outside = valid_rows(batch, lower, upper)
         invalid += bad
         clamped += outside
@@ -495,7 +528,7 @@ def partial_sums(
                 tensor += np.rint(products * TENSOR_SCALE).astype(np.int64).sum(axis=0)
     return ExactSums(spec.degree, d, total.astype(object), seen, invalid, clamped, t,
                      None if tensor is None else tensor.astype(object),
-                     None if histograms is None else histograms.reshape(d, cells))
+                     None if histograms is None else histograms.reshape(d, cells), nulls, rows_null)
 
 
 def histogram_cell(x: np.ndarray, cells: int) -> np.ndarray:

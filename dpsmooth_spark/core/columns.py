@@ -17,6 +17,7 @@ A value outside its domain (or the kind's type) encodes as NaN: an invalid row, 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +48,8 @@ class ColumnCodec:
         nullable: the input field's nullability, which the output keeps.
         lower, upper: the encoded bounds (see the module docstring).
         values: the categorical domain, in index order.
+        nulls: the config declares the column nullable: its nulls are counted (and their share
+            released) instead of making the row invalid.
     """
 
     name: str
@@ -56,6 +59,7 @@ class ColumnCodec:
     lower: float
     upper: float
     values: tuple[Any, ...] = ()
+    nulls: bool = False
 
     def encode(self, array: pa.Array | pa.ChunkedArray) -> np.ndarray:
         """The column's values in encoded units (float64; NaN for null, NaN or out of domain)."""
@@ -74,9 +78,15 @@ class ColumnCodec:
         values = array.to_numpy(zero_copy_only=False)
         return np.asarray(values, dtype=np.float64)  # nulls arrive as NaN
 
-    def decode(self, values: np.ndarray) -> pa.Array:
+    def decode(self, values: np.ndarray, null: np.ndarray | None = None) -> pa.Array:
         """Synthetic values (encoded units) as an Arrow array of the input's type, on the
-        column's lattice or domain and inside its bounds."""
+        column's lattice or domain and inside its bounds; ``null`` marks the rows that get a null."""
+        array = self._decode(values)
+        if null is None or not null.any():
+            return array
+        return pc.if_else(pa.array(null, pa.bool_()), pa.scalar(None, self.arrow_type), array)
+
+    def _decode(self, values: np.ndarray) -> pa.Array:
         values = np.clip(np.asarray(values, dtype=np.float64), self.lower, self.upper)
         if self.kind in ("float", "timestamp"):
             if self.kind == "timestamp":
@@ -124,9 +134,28 @@ class TableCodec:
             return np.zeros((0, len(self.columns)))
         return np.column_stack([c.encode(batch.column(c.name)) for c in self.columns])
 
-    def decode(self, values: np.ndarray) -> pa.Table:
-        """A synthetic table (encoded units, config order) with the input's schema."""
-        arrays = {c.name: c.decode(values[:, i]) for i, c in enumerate(self.columns)}
+    @property
+    def null_columns(self) -> np.ndarray:
+        """Per column, whether it is declared nullable (its nulls are counted, not invalid)."""
+        return np.array([c.nulls for c in self.columns], dtype=bool)
+
+    def encode_with_nulls(self, batch: pa.RecordBatch | pa.Table) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+        """:meth:`encode`, paired with the ``(rows, d)`` mask of nulls in the columns declared
+        nullable when there are such columns (the data pass's ``null_cells`` input)."""
+        values = self.encode(batch)
+        if not self.null_columns.any():
+            return values
+        mask = np.zeros(values.shape, dtype=bool)
+        for j, c in enumerate(self.columns):
+            if c.nulls and batch.num_rows:
+                mask[:, j] = np.asarray(batch.column(c.name).is_null().to_numpy(zero_copy_only=False))
+        return values, mask
+
+    def decode(self, values: np.ndarray, nulls: np.ndarray | None = None) -> pa.Table:
+        """A synthetic table (encoded units, config order) with the input's schema; ``nulls``
+        ``(rows, d)`` marks the values that are null."""
+        arrays = {c.name: c.decode(values[:, i], None if nulls is None else nulls[:, i])
+                  for i, c in enumerate(self.columns)}
         return pa.table([arrays[n] for n in self.output_order], schema=self.schema())
 
     def schema(self) -> pa.Schema:
@@ -141,12 +170,20 @@ def numeric_codec(name: str, lower: float, upper: float) -> ColumnCodec:
 
 
 def column_codec(name: str, arrow_type: pa.DataType, nullable: bool, lower: Any = None, upper: Any = None,
-                 values: tuple[Any, ...] | None = None) -> ColumnCodec:
+                 values: tuple[Any, ...] | None = None, nulls: bool = False) -> ColumnCodec:
     """The codec of one configured column given its type in the input table.
 
     Raises:
         ColumnTypeError: the type does not fit the declaration (message names the column).
     """
+    if nulls and not nullable:
+        raise ColumnTypeError(f"column {name!r} is declared nullable, but the table's field is not")
+    codec = _codec(name, arrow_type, nullable, lower, upper, values)
+    return dataclasses.replace(codec, nulls=nulls)
+
+
+def _codec(name: str, arrow_type: pa.DataType, nullable: bool, lower: Any, upper: Any,
+           values: tuple[Any, ...] | None) -> ColumnCodec:
     t = arrow_type
 
     def wrong(expected: str) -> ColumnTypeError:

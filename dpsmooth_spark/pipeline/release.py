@@ -275,7 +275,8 @@ def _check_rows(config: ReleaseConfig, seen: int, invalid: int, clamped: int, ke
     if invalid and config.input.on_invalid == "error":
         raise InvalidDataError(
             f"{invalid} row(s) have a null, NaN, infinite or non-numeric value in a selected column, "
-            "or a value outside its declared domain (categorical values); "
+            "or a value outside its declared domain (categorical values); a column may hold nulls "
+            "when declared nullable: true; "
             "fix the data or set input.on_invalid: drop. Nothing was released.")
     if kept == 0:
         raise InvalidDataError("no valid rows remain after dropping invalid ones; nothing was released")

@@ -7,6 +7,8 @@ post-processing is redone) instead of spending budget again.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pyarrow as pa
 
@@ -31,11 +33,13 @@ def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
     """Run a full release described by ``config``; see ``docs/privacy.md`` for the guarantee."""
     run = ReleaseRun.start(config, MECHANISM, quiet)
     params = config.mechanism
+    nullable = run.codec.null_columns
     if run.previous is None:
-        sums = run.exact_sums(params.pass_spec())
+        sums = run.exact_sums(replace(params.pass_spec(), null_cells=bool(nullable.any())))
         accountant = run.new_accountant()
         with run.log.stage("noise and private PCA"):
-            summary = release_summary(sums, run.bounds, params, accountant, run.noise, run.rng)
+            summary = release_summary(sums, run.bounds, params, accountant, run.noise, run.rng,
+                                      nullable)
             run.persist(accountant, summary.to_dict())
     else:
         summary = NoisySummary.from_dict(run.previous.statistics)
@@ -47,7 +51,9 @@ def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
                  f"effective support: {result.support_size}; chi2 {result.chi2:.1f} for "
                  f"{result.functions} functions; PSI: {'yes' if summary.pca else 'no'}")
 
-    rows = config.output.rows or max(1, round(summary.noisy_count))
+    null_shares = summary.null_shares()
+    # the noisy count is of the rows without a null; nulls are drawn independently per column
+    rows = config.output.rows or max(1, round(summary.noisy_count / np.prod(1.0 - null_shares)))
     on_executors = config.output.sampling == "executors" or (
         config.output.sampling == "auto" and rows > EXECUTOR_SAMPLING_ROWS)
     data: pa.Table | io.DataWriter
@@ -55,13 +61,15 @@ def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
         partitions = config.output.partitions or max(1, -(-rows // 1_000_000))
         data = io.sample_on_executors(run.spark(), result.candidates, result.weights, result.jitter,
                                       run.codec, rows, int(run.rng.integers(2**62)), partitions,
+                                      null_shares if nullable.any() else None,
                                       # lake formats stage unpartitioned rows; their commit partitions
                                       config.output.partition_by if config.output.format == "parquet" else None)
         distinct: int | None = None
     else:
         with run.log.stage("sampling"):
             scaled = sample_scaled(result, rows, run.rng)
-            data = run.codec.decode(run.bounds.unscale(scaled))
+            nulls = run.rng.uniform(size=scaled.shape) < null_shares if nullable.any() else None
+            data = run.codec.decode(run.bounds.unscale(scaled), nulls)
             distinct = int(np.unique(scaled, axis=0).shape[0])
 
     mechanism = {
@@ -73,6 +81,7 @@ def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
                   "pair_terms": bool(((summary.basis.indices != 0).sum(axis=1) == 2).any())},
         "candidate_strategy": "psi" if summary.pca is not None else "moments",
         "candidates": int(result.candidates.shape[0]),
+        "null_shares": {name: float(p) for name, p, on in zip(run.bounds.columns, null_shares, nullable) if on},
         "lp_objective_l1": result.lp_objective,
         "fit": {"method": params.fit, "objective_l1": result.fit_objective, "chi2": result.chi2,
                 "functions": result.functions, "kl_to_independent_prior": result.kl,

@@ -27,15 +27,15 @@ from dpsmooth_spark.spark.io import quote
 from dpsmooth_spark.spark.session import default_parallelism
 
 RESULT_SCHEMA = ("gram_hi binary, gram_lo binary, tensor_hi binary, tensor_lo binary, histograms binary, "
-                 "rows_seen long, rows_invalid long, rows_clamped long")
+                 "nulls binary, rows_seen long, rows_invalid long, rows_clamped long, rows_null long")
 """One (partial) result: each exact integer ``v`` of the Gram matrix and the tensor sums travels as
 two int64 limbs with ``v = hi * 2**LIMB_BITS + lo``. A task's limbs lie below 2**32 in magnitude,
 so adding the limbs of up to 2**31 results in int64 is exact, in any order."""
 LIMB_BITS = 32
 MERGE_GROUPS = 64
 """The per-task results are merged in this many groups on the executors, then on the driver."""
-_LIMB_COLUMNS = ("gram_hi", "gram_lo", "tensor_hi", "tensor_lo", "histograms")
-_COUNTERS = ("rows_seen", "rows_invalid", "rows_clamped")
+_LIMB_COLUMNS = ("gram_hi", "gram_lo", "tensor_hi", "tensor_lo", "histograms", "nulls")
+_COUNTERS = ("rows_seen", "rows_invalid", "rows_clamped", "rows_null")
 
 
 def as_codec(columns: PublicBounds | TableCodec) -> TableCodec:
@@ -54,7 +54,7 @@ def _kernel(codec: TableCodec, spec: PassSpec):
         def arrays() -> Iterator[np.ndarray]:
             for batch in batches:
                 if batch.num_rows:
-                    yield codec.encode(batch)
+                    yield codec.encode_with_nulls(batch) if spec.null_cells else codec.encode(batch)
 
         yield _result_batch(partial_sums(arrays(), lower, upper, spec))
 
@@ -79,10 +79,12 @@ def _result_batch(sums: ExactSums) -> pa.RecordBatch:
     gram_hi, gram_lo = _limbs(sums.gram)
     tensor_hi, tensor_lo = _limbs(sums.tensor)
     histograms = b"" if sums.histograms is None else sums.histograms.astype(np.int64).tobytes()
+    nulls = b"" if sums.nulls is None else sums.nulls.astype(np.int64).tobytes()
     return pa.RecordBatch.from_pydict({
         "gram_hi": [gram_hi], "gram_lo": [gram_lo], "tensor_hi": [tensor_hi], "tensor_lo": [tensor_lo],
-        "histograms": [histograms],
+        "histograms": [histograms], "nulls": [nulls],
         "rows_seen": [sums.rows_seen], "rows_invalid": [sums.rows_invalid], "rows_clamped": [sums.rows_clamped],
+        "rows_null": [sums.rows_null],
     })
 
 
@@ -106,15 +108,16 @@ def _merge_results(results: DataFrame, d: int, spec: PassSpec) -> ExactSums:
     grouped = results.selectExpr("*", f"spark_partition_id() % {MERGE_GROUPS} AS _group").groupBy("_group")
     merged = _merge_table(grouped.applyInArrow(_merge_table, RESULT_SCHEMA).toArrow())
     if not merged.column("gram_hi")[0].as_py():
-        return ExactSums.zero(d, spec.degree, spec.tensor_degree, spec.histogram_cells)
+        return ExactSums.zero(d, spec.degree, spec.tensor_degree, spec.histogram_cells, spec.null_cells)
     size = 1 + d * spec.degree
     row = {name: merged.column(name)[0].as_py() for name in merged.column_names}
     tensor = _from_limbs(row["tensor_hi"], row["tensor_lo"]) if spec.tensor_degree else None
     histograms = (np.frombuffer(row["histograms"], dtype=np.int64).reshape(d, spec.histogram_cells).copy()
                   if spec.histogram_cells else None)
+    nulls = np.frombuffer(row["nulls"], dtype=np.int64).copy() if spec.null_cells else None
     return ExactSums(spec.degree, d, _from_limbs(row["gram_hi"], row["gram_lo"]).reshape(size, size),
                      row["rows_seen"], row["rows_invalid"], row["rows_clamped"], spec.tensor_degree,
-                     tensor, histograms)
+                     tensor, histograms, nulls, row["rows_null"])
 
 
 def exact_sums(df: DataFrame, columns: PublicBounds | TableCodec, spec: int | PassSpec) -> ExactSums:
@@ -239,12 +242,12 @@ def exact_sums_arrow(spark: SparkSession, path: str | list[str], columns: Public
                 for file, group in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
                     table = pq.ParquetFile(file).read_row_group(group, columns=names)
                     if table.num_rows:
-                        yield codec.encode(table)
+                        yield codec.encode_with_nulls(table) if spec.null_cells else codec.encode(table)
 
         yield _result_batch(partial_sums(arrays(), lower, upper, spec))
 
     if not units:
-        return ExactSums.zero(bounds.d, spec.degree, spec.tensor_degree, spec.histogram_cells)
+        return ExactSums.zero(bounds.d, spec.degree, spec.tensor_degree, spec.histogram_cells, spec.null_cells)
     tasks = max(1, min(len(units), default_parallelism(spark) * 4))
     plan = spark.createDataFrame(units, "file string, row_group int").repartition(tasks)
     return _merge_results(plan.mapInArrow(run, RESULT_SCHEMA), bounds.d, spec)

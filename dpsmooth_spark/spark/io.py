@@ -165,7 +165,7 @@ def table_codec(columns: list[Any], schema: pa.Schema, csv: bool = False) -> Tab
         arrow_type = _declared_type(c) if csv else field.type
         try:
             codecs.append(column_codec(c.name, arrow_type, field.nullable, c.lower, c.upper,
-                                       tuple(c.values) if c.values is not None else None))
+                                       tuple(c.values) if c.values is not None else None, c.nullable))
         except ColumnTypeError as exc:
             raise InputError(f"{exc}; nothing was released") from None
     wanted = {c.name for c in columns}
@@ -364,13 +364,14 @@ def _fsync_tree(root: Path) -> None:
 
 def sample_on_executors(spark: SparkSession, candidates: np.ndarray, weights: np.ndarray,
                         jitter: np.ndarray, codec: TableCodec, rows: int, seed: int, partitions: int,
-                        partition_by: str | None = None) -> DataWriter:
+                        null_shares: np.ndarray | None = None, partition_by: str | None = None) -> DataWriter:
     """A writer that draws ``rows`` records inside the executors and writes them as Parquet with
     the input's column types (``codec``).
 
     The support (``C x d``), weights and jitter are broadcast with the task closure; partition
     ``p`` draws its share of the rows with ``numpy.random.default_rng([seed, p])``, so a release
-    seed fixes the output whatever the cluster. The driver never holds the rows. ``partition_by``
+    seed fixes the output whatever the cluster; ``null_shares`` per column are drawn independently.
+    The driver never holds the rows. ``partition_by``
     (a column or ``date``) writes Hive-style partition folders. (Spark's Parquet writer marks
     every column nullable; the driver-side writer keeps the input's nullability.)
     """
@@ -387,7 +388,8 @@ def sample_on_executors(spark: SparkSession, candidates: np.ndarray, weights: np
             for p in batch.column(0).to_numpy():
                 rng = np.random.default_rng([seed, int(p)])
                 scaled = sample_records(candidates, weights, int(shares[p]), jitter, rng)
-                yield from codec.decode(bounds.unscale(scaled)).to_batches()
+                nulls = None if null_shares is None else rng.uniform(size=scaled.shape) < null_shares
+                yield from codec.decode(bounds.unscale(scaled), nulls).to_batches()
 
     schema = from_arrow_schema(codec.schema())
 

@@ -137,3 +137,22 @@ def test_anchor_pairs_add_one_interaction_per_other_column(rng):
     data = rng.uniform(-1, 1, size=(50, 4))
     sums = partial_sums([data], -np.ones(4), np.ones(4), 2)
     np.testing.assert_allclose(sums.basis_sums(basis), basis.evaluate(data).sum(axis=1), atol=50 * 2 * QUANTUM)
+
+
+def test_null_cells_count_nulls_and_keep_those_rows_out_of_the_joint_sums():
+    """A row whose only missing values are nulls in nullable columns is in the histograms of its
+    other columns and in the null counts (one cell per column, as before), not in the Gram
+    matrix; a NaN elsewhere still makes the row invalid."""
+    from dpsmooth_spark.core.basis import PassSpec, partial_sums
+
+    x = np.array([[0.5, 0.2], [np.nan, 0.9], [0.1, np.nan], [np.nan, np.nan], [0.3, 0.4]])
+    mask = np.array([[False, False], [True, False], [False, False], [True, True], [False, False]])
+    spec = PassSpec(1, histogram_cells=4, null_cells=True)
+    sums = partial_sums([(x, mask)], np.zeros(2), np.ones(2), spec)
+    assert (sums.rows_seen, sums.rows_invalid, sums.rows_null, sums.count) == (5, 1, 2, 2)
+    assert sums.nulls.tolist() == [2, 1]
+    # 4 cells of [0, 1]: column 0 holds 0.5, 0.3 -> cells 2, 1; column 1 holds 0.2, 0.9, 0.4 -> 0, 3, 1
+    assert sums.histograms.tolist() == [[0, 1, 1, 0], [1, 1, 0, 1]]
+    assert sums.histograms.sum(axis=1).tolist() == [2, 3] and (sums.histograms.sum(axis=1) + sums.nulls == 4).all()
+    split = partial_sums([(x[:2], mask[:2]), (x[2:], mask[2:])], np.zeros(2), np.ones(2), spec)
+    assert (split.gram == sums.gram).all() and (split.nulls == sums.nulls).all()

@@ -88,6 +88,8 @@ class NoisySummary:
         basis_noise_std: ``(R,)`` standard deviation of the noise of each basis sum.
         histograms: ``(d, B)`` one-way histogram counts plus noise (cells of [-1, 1]).
         histogram_noise_std: standard deviation of the noise of each count.
+        null_counts: ``(d,)`` noisy null counts (the histograms' null cells; ``NaN`` for a column
+            not declared nullable), or ``None`` when no column is.
         pca: PSI output when the ``psi`` strategy ran.
         directions: the k private directions measured after PSI.
         direction_sums: ``T_2`` sums along them plus noise, ``(k,)``.
@@ -101,6 +103,7 @@ class NoisySummary:
     basis_noise_std: np.ndarray
     histograms: np.ndarray | None = None
     histogram_noise_std: float = 0.0
+    null_counts: np.ndarray | None = None
     pca: SubspaceEstimate | None = None
     directions: ProjectionBasis | None = None
     direction_sums: np.ndarray | None = None
@@ -143,6 +146,15 @@ class NoisySummary:
         np.fill_diagonal(cov, np.clip(np.diag(cov), VARIANCE_FLOOR, 1.0))
         return mean, nearest_psd(cov, VARIANCE_FLOOR)
 
+    def null_shares(self) -> np.ndarray:
+        """Per column, the released share of nulls among the rows (0 where not nullable):
+        noisy null count over noisy null count plus the histogram's total, negatives as 0."""
+        if self.null_counts is None or self.histograms is None:
+            return np.zeros(self.bounds.d)
+        nulls = np.nan_to_num(np.maximum(self.null_counts, 0.0), nan=0.0)
+        totals = nulls + np.maximum(self.histograms, 0.0).sum(axis=1)
+        return np.where(totals > 0, nulls / np.maximum(totals, 1e-12), 0.0)
+
     def histogram_moments(self) -> tuple[np.ndarray, np.ndarray]:
         """Mean and variance of each column from its noisy histogram (negative counts as 0);
         the uniform distribution's (0, 1/3) without histograms."""
@@ -174,6 +186,8 @@ class NoisySummary:
         if "histograms" in data:
             summary.histograms = np.array(data["histograms"]["noisy_counts"], float)
             summary.histogram_noise_std = float(data["histograms"]["noise_std"])
+            if "noisy_null_counts" in data["histograms"]:
+                summary.null_counts = np.array(data["histograms"]["noisy_null_counts"], float)
         if "pca" in data:
             summary.pca = SubspaceEstimate(np.array(data["pca"]["vectors"], float),
                                            np.array(data["pca"]["eigenvalues"], float)
@@ -204,6 +218,8 @@ class NoisySummary:
                 "noisy_counts": self.histograms.tolist(),
                 "noise_std": self.histogram_noise_std,
             }
+            if self.null_counts is not None:
+                out["histograms"]["noisy_null_counts"] = self.null_counts.tolist()
         if self.pca is not None:
             out["pca"] = {
                 "vectors": self.pca.vectors.tolist(),
@@ -283,8 +299,10 @@ def release_summary(
     accountant: PrivacyAccountant,
     noise: NoiseSource,
     rng: np.random.Generator,
+    nullable: np.ndarray | None = None,
 ) -> NoisySummary:
-    """Spend the whole budget of ``accountant`` on the DP statistics of the mechanism."""
+    """Spend the whole budget of ``accountant`` on the DP statistics of the mechanism
+    (``nullable``: the columns declared nullable, whose null counts are measured)."""
     d = sums.d
     noisy_count = release_count(sums.count, params.count_fraction, accountant, noise)
 
@@ -308,7 +326,7 @@ def release_summary(
         basis = choose_basis(params, d, noisy_count, accountant, accountant.share(share), anchors)
 
     summary = _release_marginals(sums, bounds, params, accountant, noise, noisy_count,
-                                 accountant.share(marginal_share))
+                                 accountant.share(marginal_share), nullable)
     if basis.size:
         noisy_sums, scale = release_basis_sums(sums.basis_sums(basis), accountant.share(share),
                                                accountant, noise)
@@ -331,17 +349,27 @@ def release_summary(
 
 def _release_marginals(sums: ExactSums, bounds: PublicBounds, params: SmoothPCAParams,
                        accountant: PrivacyAccountant, noise: NoiseSource, noisy_count: float,
-                       budget: float) -> NoisySummary:
-    """A summary holding the one-way marginals as noisy histograms (and an empty basis)."""
+                       budget: float, nullable: np.ndarray | None = None) -> NoisySummary:
+    """A summary holding the one-way marginals as noisy histograms (and an empty basis); with
+    ``nullable`` columns each histogram has a null cell too (a record is still in exactly one
+    cell per column: the sensitivity is unchanged, docs/privacy.md 3c)."""
     if sums.histograms is None:
         raise ValueError("the data pass did not compute the one-way histograms")
     d, cells = sums.histograms.shape
     bins = params.marginal_bins or histogram_bins(noisy_count, accountant, budget, d, cells)
-    noisy, scale = release_histograms(coarsen_histograms(sums.histograms, bins), budget,
-                                      accountant, noise)
+    counts = coarsen_histograms(sums.histograms, bins)
+    if nullable is not None and nullable.any():
+        if sums.nulls is None:
+            raise ValueError("the data pass did not count the nulls")
+        counts = np.hstack([counts, sums.nulls[:, None]])  # one more cell per column: null
+    noisy, scale = release_histograms(counts, budget, accountant, noise)
+    null_counts = None
+    if noisy.shape[1] > bins:
+        null_counts = np.where(nullable, noisy[:, bins], np.nan)
+        noisy = noisy[:, :bins]
     empty = BasisSet(d, 1, np.zeros((0, d), dtype=np.int64))
     return NoisySummary(bounds, empty, noisy_count, np.zeros(0), np.zeros(0), noisy,
-                        noise_std(scale, accountant))
+                        noise_std(scale, accountant), null_counts)
 
 
 def histogram_bins(noisy_count: float, accountant: PrivacyAccountant, budget: float, d: int,
