@@ -4,12 +4,15 @@ the smooth domain and how a synthetic value leaves it with the input's Arrow typ
 Every kind is a number on public bounds (docs/mechanisms.md, "Column kinds"):
 
 * float: its value, on the configured bounds;
-* integer, date (days since 1970-01-01): its value, on ``[lower - 1/2, upper + 1/2]``, so that
-  every lattice point owns a cell of width one and the ends are not halved when a synthetic value
-  is rounded back to the lattice;
-* boolean: 0 or 1 on ``[-1/2, 3/2]``; categorical: the index of the value in its public domain,
-  ``0..k-1`` on ``[-1/2, k - 1/2]``, rounded back to the nearest index;
+* integer, date (days since 1970-01-01): its value, on the integers within the bounds;
+* boolean: 0 or 1 on ``[0, 1]``; categorical: the index of the value in its public domain,
+  ``0..k-1`` on ``[0, k - 1]``;
 * timestamp: seconds since the epoch (continuous).
+
+The lattice of an integer, date, boolean or categorical column spans its bounds, so after
+scaling its points run from -1 to 1 and a binary column's ``T_1`` has full amplitude (the signal
+of every pair term with it); the fit keeps such a column's candidates on the lattice
+(``TableCodec.lattice``), so synthetic values are lattice points and decode exactly.
 
 A value outside its domain (or the kind's type) encodes as NaN: an invalid row, handled by
 ``input.on_invalid`` like a null. The encodings are per record, so they cost no privacy.
@@ -96,7 +99,7 @@ class ColumnCodec:
                 values = np.round(values, self.arrow_type.scale)
                 return pc.cast(pa.array(values, pa.float64()), self.arrow_type, safe=False)
             return pa.array(values, pa.float64()).cast(self.arrow_type)
-        lattice = np.clip(np.rint(values), np.ceil(self.lower), np.floor(self.upper)).astype(np.int64)
+        lattice = np.rint(values).astype(np.int64)
         if self.kind == "categorical":
             return pa.array([self.values[i] for i in lattice], type=self.arrow_type)
         if self.kind == "boolean":
@@ -119,9 +122,9 @@ class TableCodec:
         return [c.name for c in self.columns]
 
     def lattice(self) -> np.ndarray:
-        """Per column, the number ``L`` of lattice points (0: continuous). The encoded bounds put
-        them at the centres of ``L`` equal cells of [-1, 1]."""
-        return np.array([0 if c.kind in ("float", "timestamp") else round(c.upper - c.lower)
+        """Per column, the number ``L`` of lattice points (0: continuous); scaled, they are
+        ``-1 + 2 j / (L - 1)``, ``j = 0..L-1``."""
+        return np.array([0 if c.kind in ("float", "timestamp") else round(c.upper - c.lower) + 1
                          for c in self.columns])
 
     def bounds(self) -> PublicBounds:
@@ -200,27 +203,28 @@ def _codec(name: str, arrow_type: pa.DataType, nullable: bool, lower: Any, upper
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
             raise ColumnTypeError(f"column {name!r}: the values {list(values)[:5]} do not have the "
                                   f"table's type {t}") from None
-        return ColumnCodec(name, "categorical", t, nullable, -0.5, len(domain) - 0.5, domain)
+        if len(domain) < 2:
+            raise ColumnTypeError(f"column {name!r}: a categorical domain needs at least two values")
+        return ColumnCodec(name, "categorical", t, nullable, 0.0, len(domain) - 1.0, domain)
     if pa.types.is_boolean(t):
         if lower is not None or upper is not None:
             raise wrong("bounds (a number or a date)")
-        return ColumnCodec(name, "boolean", t, nullable, -0.5, 1.5)
+        return ColumnCodec(name, "boolean", t, nullable, 0.0, 1.0)
     if lower is None or upper is None:
         raise ColumnTypeError(f"column {name!r} (type {t}) needs bounds (lower, upper) or values")
     if pa.types.is_date(t) or pa.types.is_timestamp(t):
         if not (isinstance(lower, dt.date) and isinstance(upper, dt.date)):
             raise wrong("numeric bounds") from None
         if pa.types.is_date(t):
-            lo, hi = _days(lower), _days(upper)
-            return ColumnCodec(name, "date", t, nullable, lo - 0.5, hi + 0.5)
+            return ColumnCodec(name, "date", t, nullable, _days(lower), _days(upper))
         return ColumnCodec(name, "timestamp", t, nullable, _seconds(lower), _seconds(upper))
     if isinstance(lower, dt.date) or isinstance(upper, dt.date):
         raise wrong("date bounds")
     if pa.types.is_integer(t):
         lo, hi = float(np.ceil(lower)), float(np.floor(upper))
-        if lo > hi:
-            raise ColumnTypeError(f"column {name!r}: no integer lies within [{lower}, {upper}]")
-        return ColumnCodec(name, "integer", t, nullable, lo - 0.5, hi + 0.5)
+        if lo >= hi:
+            raise ColumnTypeError(f"column {name!r}: fewer than two integers lie within [{lower}, {upper}]")
+        return ColumnCodec(name, "integer", t, nullable, lo, hi)
     if pa.types.is_floating(t) or pa.types.is_decimal(t):
         return ColumnCodec(name, "float", t, nullable, float(lower), float(upper))
     raise wrong("a numeric column")

@@ -47,11 +47,10 @@ def sample_records(
 
 
 def snap_to_lattice(points: np.ndarray, lattice: np.ndarray) -> np.ndarray:
-    """Each column ``j`` with ``lattice[j] = L > 0`` moved to the centre of its cell among ``L``
-    equal cells of [-1, 1] (where an integer or categorical column's values lie); others kept."""
+    """Each column ``j`` with ``lattice[j] = L >= 2`` moved to the nearest of its ``L`` points
+    ``-1 + 2 k / (L - 1)`` (where an integer or categorical column's values lie); others kept."""
     out = np.array(points, dtype=np.float64, copy=True)
-    for j in np.flatnonzero(lattice > 0):
-        cells = int(lattice[j])
-        index = np.clip(np.floor((out[:, j] + 1.0) * cells / 2.0), 0, cells - 1)
-        out[:, j] = -1.0 + (2.0 * index + 1.0) / cells
+    for j in np.flatnonzero(lattice >= 2):
+        steps = int(lattice[j]) - 1
+        out[:, j] = -1.0 + 2.0 * np.clip(np.rint((out[:, j] + 1.0) * steps / 2.0), 0, steps) / steps
     return out

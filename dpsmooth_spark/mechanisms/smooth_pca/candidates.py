@@ -112,7 +112,7 @@ def private_correlation(summary: NoisySummary) -> np.ndarray | None:
 def make_candidates(summary: NoisySummary, params: SmoothPCAParams, rng: np.random.Generator,
                     lattice: np.ndarray | None = None) -> Candidates:
     """``params.candidates`` points from the private marginals (and copula), with their prior;
-    columns with a ``lattice`` size ``L > 0`` are snapped to the centres of ``L`` equal cells."""
+    columns with a ``lattice`` size ``L > 0`` are snapped to the nearest of their ``L`` points."""
     marginals = marginal_priors(summary, params)
     correlation = private_correlation(summary)
     points, log_prior = marginal_candidates(marginals, params.candidates, rng, correlation,

@@ -99,9 +99,9 @@ def fit_from_summary(summary: NoisySummary, params: SmoothPCAParams, rng: np.ran
                      lattice: np.ndarray | None = None) -> SynthesisResult:
     """Candidates, then the fit, then the sampling neighbourhood.
 
-    ``lattice[j] = L > 0`` marks a column whose values are the centres of ``L`` equal cells of
-    [-1, 1] (integer, date, boolean and categorical columns, ``core/columns.py``): its candidates
-    sit on those centres, as the data do, and it gets no jitter.
+    ``lattice[j] = L > 0`` marks a column whose values are ``L`` equally spaced points from -1 to
+    1 (integer, date, boolean and categorical columns, ``core/columns.py``): its candidates sit on
+    those points, as the data do, and it gets no jitter.
     """
     timings: dict[str, float] = {}
     start = time.perf_counter()
