@@ -107,5 +107,11 @@ def connect_server(tmp_path_factory):
         wait_for_port(port, 120, tmp / "logs")
         yield f"sc://127.0.0.1:{port}"
     finally:
+        # a client session left open would try to release itself at exit, against a stopped
+        # server, retrying for minutes
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+        for client in {ConnectSession.getActiveSession(), ConnectSession._default_session} - {None}:
+            client.stop()
         subprocess.run([str(sbin / "stop-connect-server.sh")], env=env, check=False,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
