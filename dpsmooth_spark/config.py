@@ -206,9 +206,9 @@ class PrivacyConfig(_Strict):
         """What a release with this budget must say about it (empty for a usual budget)."""
         if self.epsilon <= LARGE_EPSILON:
             return []
-        return [f"epsilon = {self.epsilon:g} is above {LARGE_EPSILON:g}: a weak guarantee (neighbouring "
-                f"tables may differ in likelihood by a factor up to e^{self.epsilon:g}); do not "
-                "release this table as protected data"]
+        return [(f"epsilon = {self.epsilon:g} is above {LARGE_EPSILON:g}: a weak guarantee (neighbouring "
+                 f"tables may differ in likelihood by a factor up to e^{self.epsilon:g}); do not "
+                 "release this table as protected data")]
 
 
 class OutputConfig(_TableLocation):

@@ -78,7 +78,7 @@ def run_evaluate(config: ReleaseConfig, synthetic_path: str, out_dir: str, label
         path = write_report(Path(out_dir), metrics, real, synthetic, columns,
                             {str(k): v for k, v in reference.items()} if reference else None)
     for warning in metrics["release"].get("warnings", []):
-        log.warn(f"the release says: {warning}")
+        log.warning(f"the release says: {warning}")
     log.note(f"report: {path}")
     if not quiet:
         print(verdict_text(metrics["verdict"]))

@@ -35,6 +35,6 @@ class StageLog:
         """A line of context (public information only)."""
         self.console.print(f"  {message}")
 
-    def warn(self, message: str) -> None:
+    def warning(self, message: str) -> None:
         """A warning the operator must see (printed even when quiet)."""
         self.loud.print(f"[bold yellow]warning:[/] {message}")

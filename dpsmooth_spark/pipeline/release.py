@@ -103,7 +103,7 @@ class ReleaseRun:
         run = cls(config, mechanism, StageLog(quiet=quiet), release_id, codec, codec.bounds(),
                   ledger, previous, rng, noise)
         for warning in config.privacy.warnings:
-            run.log.warn(warning)
+            run.log.warning(warning)
         if previous is not None:
             run.log.note(f"release id {release_id} is in the ledger: reusing its DP statistics, "
                          "no new budget")

@@ -7,7 +7,6 @@ second sums the tensor basis over the table snapped to the ``N``-point grid.
 from __future__ import annotations
 
 import numpy as np
-import pyarrow as pa
 
 from dpsmooth_spark.config import ReleaseConfig
 from dpsmooth_spark.core.basis import PassSpec
