@@ -57,11 +57,21 @@ class CatalogConfig(_Strict):
 
 
 class _TableLocation(_Strict):
-    """Input and output share this rule: an Iceberg table needs a catalog, other formats none."""
+    """Input and output share this rule: an Iceberg table needs a catalog, other formats none.
+    ``{table: db.name}`` names a table of the Spark session's catalog (``format: table``)."""
 
     _section: ClassVar[str] = ""
     format: str
     catalog: CatalogConfig | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _catalog_table(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "table" in data:
+            if "path" in data or data.get("format", "table") != "table":
+                raise ValueError(f"{cls._section}: give table (a Spark catalog table) or path, not both")
+            data = {**{k: v for k, v in data.items() if k != "table"}, "path": data["table"], "format": "table"}
+        return data
 
     @model_validator(mode="after")
     def _catalog_for_iceberg(self) -> _TableLocation:
@@ -75,7 +85,8 @@ class InputConfig(_TableLocation):
 
     Attributes:
         path: file or directory (Parquet), CSV file/directory, Delta table folder, or an Iceberg
-            table identifier (``namespace.table``) in ``catalog``.
+            table identifier (``namespace.table``) in ``catalog``; ``table: db.name`` instead
+            names a table of the Spark session's catalog (``format: table``).
         format: ``parquet``, ``csv`` (needs a header row), ``delta`` (the current snapshot's files
             only, from the Delta log; never the raw folder, which keeps removed files) or
             ``iceberg`` (the current snapshot's data files; tables with delete files are refused).
@@ -95,7 +106,7 @@ class InputConfig(_TableLocation):
 
     _section: ClassVar[str] = "input"
     path: str
-    format: Literal["parquet", "csv", "delta", "iceberg"] = "parquet"
+    format: Literal["parquet", "csv", "delta", "iceberg", "table"] = "parquet"
     table_id: str | None = Field(default=None, min_length=1)
     reader: Literal["auto", "spark", "arrow"] = "auto"
     on_invalid: Literal["error", "drop"] = "error"
@@ -216,7 +227,9 @@ class OutputConfig(_TableLocation):
 
     Attributes:
         path: release folder (``parquet``: ``data/``, ``summary.json``, ``manifest.json``), Delta
-            table folder, or Iceberg table identifier (``namespace.table``) in ``catalog``.
+            table folder, or Iceberg table identifier (``namespace.table``) in ``catalog``;
+            ``table: db.name`` instead writes a table of the Spark session's catalog with
+            ``saveAsTable`` (``format: table``; the documents go beside the ledger).
         format: ``parquet``, ``delta`` (delta-rs; one atomic commit) or ``iceberg`` (pyiceberg; one
             atomic commit). For the lake formats the JSON documents go to a side folder
             ``_dpsmooth/<release id>/`` of the table (Delta) or the warehouse (Iceberg), and the
@@ -237,7 +250,7 @@ class OutputConfig(_TableLocation):
     mode: Literal["error", "overwrite"] = "error"
     sampling: Literal["auto", "driver", "executors"] = "auto"
     partitions: int | None = Field(default=None, ge=1, le=100_000)
-    format: Literal["parquet", "delta", "iceberg"] = "parquet"
+    format: Literal["parquet", "delta", "iceberg", "table"] = "parquet"
     partition_by: str | None = Field(default=None, min_length=1)
 
 
@@ -304,6 +317,15 @@ class ReleaseConfig(_Strict):
         unknown = sorted(set(self.mechanism.pair_columns) - {c.name for c in self.columns})
         if unknown:
             raise ValueError(f"mechanism.pair_columns are not configured columns: {unknown}")
+        return self
+
+    @model_validator(mode="after")
+    def _catalog_table_output(self) -> ReleaseConfig:
+        if self.output.format == "table" and not self.ledger.path:
+            raise ValueError("ledger.path is required with output.table (a catalog table has no "
+                             "folder to keep the ledger beside)")
+        if self.output.format == "table" and self.output.partition_by is not None:
+            raise ValueError("output.partition_by is not supported with output.table")
         return self
 
     @model_validator(mode="after")
@@ -430,7 +452,7 @@ def resolve_paths(data: dict[str, Any], base_dir: Path) -> dict[str, Any]:
         if not isinstance(node, dict) or not isinstance(node.get(keys[-1]), str):
             continue
         value = node[keys[-1]]
-        if keys[-1] == "path" and node.get("format") == "iceberg":
+        if keys[-1] == "path" and node.get("format") in ("iceberg", "table"):
             continue
         if keys[-1] == "uri":
             if value.startswith("sqlite:///") and not value.startswith("sqlite:////"):

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.metadata import version
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -96,6 +97,10 @@ class ReleaseRun:
         _check_retry(config, mechanism, previous)
         if config.output.format == "parquet":
             io.check_output_path(config.output.path, config.output.mode, release_id)
+        elif config.output.format == "table":
+            spark = config.spark
+            io.check_table_output(session.get_session(spark.master, spark.conf, remote=spark.remote),
+                                  config.output)
         else:
             io.check_lake_output(config.output, release_id)
         rng = np.random.default_rng(config.seed)
@@ -175,7 +180,7 @@ class ReleaseRun:
         the DataFrame pass (CSV, ``reader: spark``, or files that lack a column, e.g. partition
         columns)."""
         source = self.config.input
-        if source.reader == "spark" or source.format == "csv":
+        if source.reader == "spark" or source.format in ("csv", "table"):
             return None
         target: str | list[str] = snapshot.files if snapshot is not None else source.path
         try:
@@ -235,6 +240,10 @@ class ReleaseRun:
             if output.format == "parquet":  # a writer from the executors partitions by itself
                 hashes = io.write_release(output.path, table, documents, manifest, output.mode,
                                           output.partition_by)
+            elif output.format == "table":
+                side = Path(self.config.ledger_path).parent / "_dpsmooth" / output.path
+                hashes = io.write_table_release(self.spark(), output, side, self.release_id, table,
+                                                documents, manifest)
             else:
                 hashes = io.write_lake_release(output, self.release_id, table, documents, manifest)
             self.ledger.mark_complete(self.release_id, output.path, hashes)

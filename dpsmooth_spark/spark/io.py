@@ -100,6 +100,11 @@ def _csv_cast(name: str, arrow_type: pa.DataType) -> str:
 
 
 def _open(spark: SparkSession, path: str, fmt: str, files: list[str] | None = None) -> DataFrame:
+    if fmt == "table":
+        try:
+            return spark.table(path)
+        except AnalysisException as exc:
+            raise InputError(f"cannot read catalog table {path!r}: {_first_line(exc)}") from None
     if "://" not in path and not os.path.exists(path):
         raise InputError(f"input path does not exist: {path}")
     try:
@@ -129,7 +134,7 @@ def input_schema(source: Any, columns: list[str], spark: Callable[[], SparkSessi
     if snapshot is not None and not snapshot.files:
         raise InputError(f"the {source.format} table {source.path} has no data files; nothing was released")
     target: str | list[str] = snapshot.files if snapshot is not None else source.path
-    if source.format != "csv" and not (isinstance(target, str) and "://" in target):
+    if source.format not in ("csv", "table") and not (isinstance(target, str) and "://" in target):
         if isinstance(target, str) and not os.path.exists(target):
             raise InputError(f"input path does not exist: {target}")
         try:
@@ -141,7 +146,7 @@ def input_schema(source: Any, columns: list[str], spark: Callable[[], SparkSessi
             return schema
     base = snapshot.base if snapshot is not None else source.path
     df = _open(spark(), base, "parquet" if snapshot is not None else source.format,
-               snapshot.files if snapshot is not None else None)
+               snapshot.files if snapshot is not None else None)  # a catalog table: spark.table
     if source.format == "csv":
         return pa.schema([pa.field(f.name, pa.string()) for f in df.schema.fields])
     from pyspark.sql.pandas.types import to_arrow_type
@@ -279,6 +284,36 @@ def write_release(path: str, table: pa.Table | DataWriter | None, documents: dic
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
+    return hashes
+
+
+def check_table_output(spark: SparkSession, output: Any) -> None:
+    """Before any work: a catalog output table may exist only with ``overwrite``."""
+    if output.mode != "overwrite" and spark.catalog.tableExists(output.path):
+        raise OutputExistsError(f"output catalog table exists: {output.path} "
+                                "(set output.mode: overwrite to replace it)")
+
+
+def write_table_release(spark: SparkSession, output: Any, side: Path, release_id: str,
+                        table: pa.Table | DataWriter | None, documents: dict[str, dict[str, Any]],
+                        manifest: dict[str, Any]) -> dict[str, str]:
+    """Publish a release to a table of the Spark catalog (``saveAsTable``): the documents go
+    atomically to ``side/<release id>/``; the rows are staged as Parquet beside them (with the
+    input's types) and written to the table by Spark in one job."""
+    manifest = {**manifest, "output": {**manifest.get("output", {}), "format": "table",
+                                      "table": output.path, "documents": str(side / release_id)}}
+    side.mkdir(parents=True, exist_ok=True)
+    hashes = write_release(str(side / release_id), None, documents, manifest, "overwrite")
+    if table is None:
+        return hashes
+    staged = side / f".staging-{uuid.uuid4().hex}"
+    try:
+        staged.mkdir(parents=True)
+        _write_rows(table, staged / DATA_DIR)
+        rows = spark.read.parquet(str(staged / DATA_DIR))
+        rows.write.mode("overwrite" if output.mode == "overwrite" else "error").saveAsTable(output.path)
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
     return hashes
 
 

@@ -60,6 +60,9 @@ def overlap(a: Location, b: Location) -> bool:
 
 def table_location(fmt: str, path: str, catalog_cfg: Any, what: str) -> Location:
     """The location of an input or output table (a path, a Delta folder or an Iceberg table)."""
+    if fmt == "table":
+        name = path.lower() if "." in path else f"default.{path.lower()}"
+        return Location(f"{what} catalog table {path!r}", None, ("spark_catalog", name))
     if fmt != "iceberg":
         return Location(f"{what} {path}", normalise(path))
     identity = (catalog_cfg.uri, path)
@@ -84,7 +87,7 @@ def check_no_overlap(config: Any, extra_output: str | None = None) -> None:
                 f"the {target.what} overlaps the {source.what} (resolved: {target.root} and "
                 f"{source.root}); a release never writes into, over or around its own input. "
                 "Choose another output. Nothing was read, spent or written.")
-    if extra_output is None:
+    if extra_output is None and config.output.format != "table":
         ledger = normalise(config.ledger_path)
         if outputs[0].root is not None and contains(outputs[0].root, ledger):
             raise OverlapError(
