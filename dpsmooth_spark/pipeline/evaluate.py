@@ -31,7 +31,8 @@ def run_evaluate(config: ReleaseConfig, synthetic_path: str, out_dir: str, label
     """
     locations.check_no_overlap(config, extra_output=out_dir)
     log = StageLog(quiet=quiet)
-    codec = input_codec(config)
+    snapshot = io.input_snapshot(config.input)
+    codec = input_codec(config, snapshot)
     bounds = codec.bounds()
     columns = codec.names
     label_index = columns.index(label) if label is not None else None
@@ -53,9 +54,9 @@ def run_evaluate(config: ReleaseConfig, synthetic_path: str, out_dir: str, label
         if synthetic.shape[0] > sample_rows:
             synthetic = synthetic[rng.choice(synthetic.shape[0], sample_rows, replace=False)]
     with log.stage("spark session"):
-        spark = session.get_session(config.spark.master, config.spark.conf, remote=config.spark.remote)
+        spark = session.session_for(config.spark)
     with log.stage("real-side query answers (Spark pass)"):
-        df = io.read_input(spark, config.input, codec)
+        df = io.read_input(spark, config.input, codec, snapshot)
         real_sums = data_pass.statistic_sums(df, codec, query_sets.sums, unit="scaled")
         sums, rows = real_sums.values, real_sums.count
         if rows == 0:

@@ -67,6 +67,7 @@ class ReleaseRun:
         release_id: idempotency key.
         codec: the released columns: kinds, encoded bounds, output types (from the input's schema).
         bounds: the encoded public bounds the mechanism scales with.
+        snapshot: the Delta/Iceberg input's file list, looked up once (``None`` for a path).
         ledger: the budget ledger.
         previous: the ledger entry of this release id when this run is a retry.
         rng: public randomness (seeded only in test mode).
@@ -79,6 +80,7 @@ class ReleaseRun:
     release_id: str
     codec: TableCodec
     bounds: PublicBounds
+    snapshot: Any
     ledger: BudgetLedger
     previous: LedgerEntry | None
     rng: np.random.Generator
@@ -90,7 +92,8 @@ class ReleaseRun:
         codec, open the ledger, recognise a retry, and check the output path, all before any
         work."""
         locations.check_no_overlap(config)
-        codec = input_codec(config)  # the schema checks: a bad declaration opens no ledger
+        snapshot = io.input_snapshot(config.input)  # one Delta/Iceberg snapshot for the whole job
+        codec = input_codec(config, snapshot)  # the schema checks: a bad declaration opens no ledger
         release_id = config.release_id or uuid.uuid4().hex
         ledger = BudgetLedger(config.ledger_path)
         previous = ledger.find(release_id)
@@ -98,15 +101,13 @@ class ReleaseRun:
         if config.output.format == "parquet":
             io.check_output_path(config.output.path, config.output.mode, release_id)
         elif config.output.format == "table":
-            spark = config.spark
-            io.check_table_output(session.get_session(spark.master, spark.conf, remote=spark.remote),
-                                  config.output)
+            io.check_table_output(session.session_for(config.spark), config.output)
         else:
             io.check_lake_output(config.output, release_id)
         rng = np.random.default_rng(config.seed)
         noise = NoiseSource(rng if config.seed is not None else None)
         run = cls(config, mechanism, StageLog(quiet=quiet), release_id, codec, codec.bounds(),
-                  ledger, previous, rng, noise)
+                  snapshot, ledger, previous, rng, noise)
         for warning in config.privacy.warnings:
             run.log.warning(warning)
         if previous is not None:
@@ -134,8 +135,7 @@ class ReleaseRun:
 
     def spark(self) -> Any:
         """The Spark session (started on first use)."""
-        spark = self.config.spark
-        return session.get_session(spark.master, spark.conf, remote=spark.remote)
+        return session.session_for(self.config.spark)
 
     def data_pass(self, spec: PassSpec, name: str = "data pass") -> ExactSums:
         """One Spark pass over the input (a second pass of a job skips the checks)."""
@@ -143,11 +143,10 @@ class ReleaseRun:
         with self.log.stage("spark session"):
             spark = self.spark()
         with self.log.stage(name):
-            snapshot = io.input_snapshot(config.input)
-            source = self._arrow_source(self.codec.names, snapshot)
+            source = self._arrow_source(self.codec.names, self.snapshot)
             if source is not None:
                 return data_pass.exact_sums_arrow(spark, source, self.codec, spec)
-            df = io.read_input(spark, config.input, self.codec, snapshot)
+            df = io.read_input(spark, config.input, self.codec, self.snapshot)
             return data_pass.exact_sums(df, self.codec, spec)
 
     def statistic_pass(self, sums_of: Callable[[np.ndarray], np.ndarray],
@@ -160,7 +159,7 @@ class ReleaseRun:
         with self.log.stage("spark session"):
             spark = self.spark()
         with self.log.stage(name):
-            df = io.read_input(spark, config.input, self.codec)
+            df = io.read_input(spark, config.input, self.codec, self.snapshot)
             sums = data_pass.statistic_sums(df, self.codec, sums_of)
         _check_rows(config, sums.rows_seen, sums.rows_invalid, sums.rows_clamped, sums.count)
         return sums
@@ -169,7 +168,7 @@ class ReleaseRun:
         """A Bernoulli sample of the valid rows (each kept independently with ``rate``), clamped
         to the bounds, on the driver: a per-record transformation, so neighbouring tables give
         neighbouring or equal samples. The seed is public randomness."""
-        df = io.read_input(self.spark(), self.config.input, self.codec)
+        df = io.read_input(self.spark(), self.config.input, self.codec, self.snapshot)
         seed = int(self.rng.integers(2**62))
         x = self.codec.encode((df.sample(fraction=rate, seed=seed) if rate < 1.0 else df).toArrow())
         x = x[np.isfinite(x).all(axis=1)]
@@ -251,15 +250,12 @@ class ReleaseRun:
         return ReleaseReport(self.config.output.path, {**manifest, "content_sha256": hashes})
 
 
-def input_codec(config: ReleaseConfig) -> TableCodec:
+def input_codec(config: ReleaseConfig, snapshot: Any = None) -> TableCodec:
     """The released columns' kinds and types, from the input's schema (metadata only; Spark
-    starts only where the files cannot tell, e.g. hive partition columns)."""
-    spark = config.spark
-
-    def start_spark() -> Any:
-        return session.get_session(spark.master, spark.conf, remote=spark.remote)
-
-    schema = io.input_schema(config.input, config.column_names, start_spark)
+    starts only where the files cannot tell, e.g. hive partition columns). ``snapshot``: the
+    Delta/Iceberg input's files when already looked up."""
+    schema = io.input_schema(config.input, config.column_names, lambda: session.session_for(config.spark),
+                             snapshot)
     return io.table_codec(config.columns, schema, csv=config.input.format == "csv")
 
 

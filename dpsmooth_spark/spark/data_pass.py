@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -46,15 +47,22 @@ def as_codec(columns: PublicBounds | TableCodec) -> TableCodec:
     return TableCodec(codecs, columns.columns)
 
 
+def _encoder(codec: TableCodec, spec: PassSpec) -> Callable[[pa.RecordBatch | pa.Table], Any]:
+    """What the kernel feeds :func:`partial_sums`: encoded values, with the null mask when the
+    pass counts nulls."""
+    return codec.encode_with_nulls if spec.null_cells else codec.encode
+
+
 def _kernel(codec: TableCodec, spec: PassSpec):
     bounds = codec.bounds()
     lower, upper = bounds.lower, bounds.upper
+    encode = _encoder(codec, spec)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         def arrays() -> Iterator[np.ndarray]:
             for batch in batches:
                 if batch.num_rows:
-                    yield codec.encode_with_nulls(batch) if spec.null_cells else codec.encode(batch)
+                    yield encode(batch)
 
         yield _result_batch(partial_sums(arrays(), lower, upper, spec))
 
@@ -188,19 +196,26 @@ def statistic_sums(df: DataFrame, columns: PublicBounds | TableCodec,
                          sum(r["clamped"] for r in result))
 
 
+def parquet_files(path: str | list[str]) -> list[str]:
+    """The data files of a Parquet file, folder (hidden and ``_`` entries skipped) or file list
+    (a lake snapshot), without opening them."""
+    from pathlib import Path
+
+    if isinstance(path, list):
+        return list(path)
+    root = Path(path)
+    if root.is_file():
+        return [str(root)]
+    return [str(p) for p in sorted(root.rglob("*.parquet"))
+            if not any(part.startswith(("_", ".")) for part in p.relative_to(root).parts)]
+
+
 def parquet_units(path: str | list[str]) -> list[tuple[str, int]]:
     """Every (file, row group) of a Parquet file, folder or file list (a lake snapshot): the
     tasks of the arrow-reader pass."""
-    from pathlib import Path
-
     import pyarrow.parquet as pq
 
-    if isinstance(path, list):
-        return [(f, rg) for f in path for rg in range(pq.ParquetFile(f).metadata.num_row_groups)]
-    root = Path(path)
-    files = [root] if root.is_file() else sorted(
-        p for p in root.rglob("*.parquet") if not any(part.startswith(("_", ".")) for part in p.relative_to(root).parts))
-    return [(str(f), rg) for f in files for rg in range(pq.ParquetFile(f).metadata.num_row_groups)]
+    return [(f, rg) for f in parquet_files(path) for rg in range(pq.ParquetFile(f).metadata.num_row_groups)]
 
 
 def arrow_readable(path: str | list[str], columns: list[str]) -> bool:
@@ -210,11 +225,8 @@ def arrow_readable(path: str | list[str], columns: list[str]) -> bool:
 
     if isinstance(path, str) and "://" in path:
         return False
-    units = parquet_units(path)
-    if not units:
-        return False
-    names = set(pq.ParquetFile(units[0][0]).schema_arrow.names)
-    return set(columns) <= names
+    files = parquet_files(path)
+    return bool(files) and set(columns) <= set(pq.read_schema(files[0]).names)
 
 
 def exact_sums_arrow(spark: SparkSession, path: str | list[str], columns: PublicBounds | TableCodec,
@@ -230,6 +242,7 @@ def exact_sums_arrow(spark: SparkSession, path: str | list[str], columns: Public
     names = codec.names
     bounds = codec.bounds()
     lower, upper = bounds.lower, bounds.upper
+    encode = _encoder(codec, spec)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow.parquet as pq
@@ -242,7 +255,7 @@ def exact_sums_arrow(spark: SparkSession, path: str | list[str], columns: Public
                 for file, group in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
                     table = pq.ParquetFile(file).read_row_group(group, columns=names)
                     if table.num_rows:
-                        yield codec.encode_with_nulls(table) if spec.null_cells else codec.encode(table)
+                        yield encode(table)
 
         yield _result_batch(partial_sums(arrays(), lower, upper, spec))
 

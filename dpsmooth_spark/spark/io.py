@@ -127,8 +127,9 @@ def input_schema(source: Any, columns: list[str], spark: Callable[[], SparkSessi
                  snapshot: lake.SnapshotFiles | None = None) -> pa.Schema:
     """The input table's schema (metadata, not data): from the first Parquet file's footer, or
     from Spark where the files do not hold every column (e.g. hive partition columns) or the
-    path is remote. CSV has no types: the schema follows the declarations (``csv_schema``)."""
-    from dpsmooth_spark.spark.data_pass import parquet_units
+    path is remote. A CSV file's columns are all text here: :func:`table_codec` (``csv=True``)
+    types them from the declarations."""
+    from dpsmooth_spark.spark.data_pass import parquet_files
 
     snapshot = snapshot or input_snapshot(source)
     if snapshot is not None and not snapshot.files:
@@ -138,8 +139,8 @@ def input_schema(source: Any, columns: list[str], spark: Callable[[], SparkSessi
         if isinstance(target, str) and not os.path.exists(target):
             raise InputError(f"input path does not exist: {target}")
         try:
-            units = parquet_units(target)
-            schema = pq.read_schema(units[0][0]) if units else None
+            files = parquet_files(target)
+            schema = pq.read_schema(files[0]) if files else None
         except (OSError, pa.ArrowException) as exc:
             raise InputError(f"cannot read parquet input at {source.path}: {str(exc).splitlines()[0]}") from None
         if schema is not None and set(columns) <= set(schema.names):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import SparkSession
 
@@ -57,6 +58,11 @@ def get_session(master: str = "local[*]", conf: dict[str, str] | None = None,
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     return session
+
+
+def session_for(config: Any) -> SparkSession:
+    """The session a config's ``spark`` section (``SparkConfig``) asks for."""
+    return get_session(config.master, config.conf, remote=config.remote)
 
 
 def is_connect(spark: SparkSession) -> bool:
