@@ -169,11 +169,13 @@ def test_marginals_only_release_round_trips_its_summary(rng):
 def test_a_million_rows_fit_without_solver_trouble():
     """At 10^6 rows the noise is small, and the LP's rows in raw z-scores reach 1e4-1e5: GLOP
     stopped with ABNORMAL on this table before the rows were scaled by one constant (found by
-    ``python -m benchmarks speed``; this test failed at seeds 1 and 2 without the scaling)."""
+    ``python -m benchmarks speed``; this test failed at seeds 1 and 2 without the scaling).
+    ``fit: lp`` runs that LP alone."""
     n, d = 1_000_000, 10
     rng = np.random.default_rng(10)
     cov = 0.16 * (0.5 * np.ones((d, d)) + 0.5 * np.eye(d))
     x = np.clip(rng.multivariate_normal(np.zeros(d), cov, n), -1, 1)
     bounds = {f"c{i}": (-1.0, 1.0) for i in range(d)}
-    synth = SmoothSynthesizer(1.0, bounds, random_state=1).fit({f"c{i}": x[:, i] for i in range(d)})
-    assert synth.result_.lp_objective >= 0 and synth.result_.weights.sum() == pytest.approx(1.0)
+    synth = SmoothSynthesizer(1.0, bounds, params=SmoothPCAParams(fit="lp"),
+                              random_state=1).fit({f"c{i}": x[:, i] for i in range(d)})
+    assert synth.result_.reference_objective >= 0 and synth.result_.weights.sum() == pytest.approx(1.0)

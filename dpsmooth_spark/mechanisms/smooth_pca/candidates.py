@@ -72,8 +72,7 @@ def marginal_priors(summary: NoisySummary, params: SmoothPCAParams) -> GridMargi
             probs[i] = _histogram_density(summary.histograms[i] / n, std[-1], cells)
             continue
         fit, _ = fit_within_noise(np.vstack(w), np.concatenate(b), np.concatenate(std),
-                                  slack=params.fit_slack, solver=params.lp_solver,
-                                  tolerance=params.marginal_tolerance or 0.0)
+                                  slack=params.fit_slack, tolerance=params.marginal_tolerance or 0.0)
         probs[i] = fit.weights
     return GridMarginals(probs)
 

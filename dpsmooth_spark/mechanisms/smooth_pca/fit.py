@@ -1,11 +1,16 @@
 """Stage 3, fit: weights on the candidates from the measurements (post-processing only).
 
-First the paper's reduced LP ``min ||W u - b||_1, u >= 0, sum u = 1`` (OR-Tools): its optimum is
-the closest the candidates can come to the noisy answers and certifies what is reachable. Then,
-with ``fit: maxent``, the distribution closest (in KL) to the independent-columns prior among
-those whose chi-square to the measurements is at most ``max(R, (1 + slack) chi2(u_LP))``: fit to
-within the noise when the candidates allow it, else as close as the LP got. Relations the
-measurements cannot tell from noise stay independent, and mass stays spread over the candidates.
+With ``fit: maxent`` (the default): first the distribution on the candidates closest to the
+noisy answers in chi-square (``core.maxent.closest_fit``, accelerated projected gradient): it
+certifies what the candidates can reach. Then the distribution closest (in KL) to the
+independent-columns prior among those whose chi-square to the measurements is, in each group, at
+most ``max(|G|, (1 + slack) chi2_G(u_closest))``: within the noise when the candidates allow it,
+else as close as the closest fit got. Relations the measurements cannot tell from noise stay
+independent, and mass stays spread over the candidates.
+
+With ``fit: lp``: the paper's reduced LP ``min ||W u - b||_1, u >= 0, sum u = 1`` (OR-Tools,
+answers weighed by their noise) alone. It was the first step of ``maxent`` until the LP's cost
+(minutes at R = 1785, C = 3000; ``docs/scaling.md``) made it the job's bottleneck.
 """
 
 from __future__ import annotations
@@ -36,7 +41,8 @@ class SynthesisResult:
         summary: the noisy summary.
         candidates: ``(C, d)`` support points (scaled units).
         weights: ``(C,)`` the fitted distribution.
-        lp_objective: ``||W u - b~||_1`` at the LP's solution (the LP weighs answers by noise).
+        reference_objective: ``||W u - b~||_1`` at the reference fit: the closest fit
+            (``maxent``) or the LP's solution (``lp``).
         fit_objective: ``||W u - b~||_1`` of ``weights``.
         chi2: ``sum ((W u - b~) / sigma)^2`` of ``weights``; ``functions`` is its expectation
             for the true table.
@@ -49,7 +55,7 @@ class SynthesisResult:
     summary: NoisySummary
     candidates: np.ndarray
     weights: np.ndarray
-    lp_objective: float
+    reference_objective: float
     fit_objective: float
     chi2: float
     functions: int
@@ -63,21 +69,41 @@ class SynthesisResult:
         return round(1.0 / float(np.sum(self.weights**2)))
 
 
-def fit_weights(w: np.ndarray, b: np.ndarray, sigma: np.ndarray, groups: np.ndarray,
-                tolerance: np.ndarray, support: Candidates,
-                params: SmoothPCAParams) -> tuple[np.ndarray, float, float]:
-    """``(weights, ||W u_LP - b||_1, KL to the prior)`` for basis values ``w`` at the candidates;
-    the LP weighs each answer by its noise."""
+def fit_weights(a: np.ndarray, z: np.ndarray, sigma: np.ndarray, groups: np.ndarray,
+                tolerance: np.ndarray, support: Candidates, params: SmoothPCAParams,
+                timings: dict[str, float] | None = None) -> tuple[np.ndarray, np.ndarray, float]:
+    """``(weights, u_ref, KL to the prior)`` from the basis values at the candidates in noise
+    units (``a = W / sigma``, ``(R, C)``, and ``z = b / sigma``); ``u_ref`` is the closest fit
+    (``maxent``) or the LP's solution (``lp``)."""
     if params.fit == "maxent":
-        projected, lp = fit_within_noise(w, b, sigma, groups, support.log_prior,
-                                         params.fit_slack, params.lp_solver, tolerance)
-        return projected.weights, float(np.abs(w @ lp.weights - b).sum()), projected.kl
-    lp = solve_l1_fit(w / sigma[:, None], b / sigma, solver=params.lp_solver)
+        projected, closest = fit_within_noise(a, z, 1.0, groups, support.log_prior,
+                                              params.fit_slack, tolerance, timings=timings)
+        return projected.weights, closest.weights, projected.kl
+    # The LP's rows are scaled back by one constant (the noise's geometric mean), which leaves
+    # its optimum as it is: in z-scores, entries reach 1e4-1e5 at 10^6 rows and GLOP then
+    # stops ABNORMAL.
+    scale = float(np.exp(np.mean(np.log(sigma))))
+    lp = solve_l1_fit(a.astype(np.float64) * scale, z * scale, solver=params.lp_solver)
     prior = np.exp(support.log_prior - support.log_prior.max())
     prior /= prior.sum()
     positive = lp.weights > 0
     kl = float(np.sum(lp.weights[positive] * np.log(lp.weights[positive] / prior[positive])))
-    return lp.weights, float(np.abs(w @ lp.weights - b).sum()), kl
+    return lp.weights, lp.weights, kl
+
+
+def noise_scaled_values(found: list[Measurement], points: np.ndarray, block: int = 8192) -> np.ndarray:
+    """``(R, C)`` float32 values of every measured function at the candidates, each row divided
+    by its noise standard deviation (a z-score per unit of probability mass), evaluated in
+    blocks of candidates: no float64 ``R x C`` matrix is ever held (1.2 GB at R = 3000, C = 10^5
+    in float32, half of what float64 would take)."""
+    sizes = [m.values.size for m in found]
+    out = np.empty((sum(sizes), points.shape[0]), dtype=np.float32)
+    inverse = np.concatenate([1.0 / np.broadcast_to(m.std, m.values.shape) for m in found])
+    for start in range(0, points.shape[0], block):
+        chunk = points[start:start + block]
+        values = np.vstack([m.queries.evaluate(chunk) for m in found])
+        out[:, start:start + block] = values * inverse[:, None]
+    return out
 
 
 def _keep_prior_marginals(found: list[Measurement], support: Candidates) -> list[Measurement]:
@@ -108,17 +134,20 @@ def fit_from_summary(summary: NoisySummary, params: SmoothPCAParams, rng: np.ran
     support = make_candidates(summary, params, rng, lattice)
     found = _keep_prior_marginals(
         measurements(summary, max(params.marginal_tolerance or 0.0, JOINT_MARGINAL_TOLERANCE)), support)
-    w = np.vstack([m.queries.evaluate(support.points) for m in found])
+    a = noise_scaled_values(found, support.points)
     b = np.concatenate([m.values for m in found])
     sigma = np.concatenate([np.broadcast_to(m.std, m.values.shape) for m in found])
+    z = b / sigma
     offsets = np.cumsum([0] + [int(m.groups.max()) + 1 for m in found])
     groups = np.concatenate([m.groups + off for m, off in zip(found, offsets)])
     tolerance = np.concatenate([m.tolerance for m in found])
     timings["candidates"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    weights, lp_objective, kl = fit_weights(w, b, sigma, groups, tolerance, support, params)
+    steps: dict[str, float] = {}
+    weights, reference, kl = fit_weights(a, z, sigma, groups, tolerance, support, params, steps)
     timings["fit"] = time.perf_counter() - start
+    timings.update({f"fit.{name}": seconds for name, seconds in steps.items()})
 
     centres = support.marginals.centres(support.marginals.cells)
     probs = support.marginals.probabilities
@@ -126,7 +155,8 @@ def fit_from_summary(summary: NoisySummary, params: SmoothPCAParams, rng: np.ran
     jitter = params.jitter * spread
     if lattice is not None:
         jitter = np.where(np.asarray(lattice) > 0, 0.0, jitter)
-    residual = w @ weights - b
-    return SynthesisResult(summary, support.points, weights, lp_objective,
-                           float(np.abs(residual).sum()), float(((residual / sigma) ** 2).sum()),
+    residual = (a @ weights.astype(np.float32)).astype(np.float64) - z  # in noise units
+    reference_residual = (a @ reference.astype(np.float32)).astype(np.float64) - z
+    return SynthesisResult(summary, support.points, weights, float(np.abs(sigma * reference_residual).sum()),
+                           float(np.abs(sigma * residual).sum()), float(residual @ residual),
                            int(b.size), kl, jitter, timings)

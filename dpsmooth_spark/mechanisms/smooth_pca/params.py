@@ -41,7 +41,7 @@ class SmoothPCAParams(BaseModel):
         fit: ``maxent`` (the distribution closest to the independent prior among those that fit
             the measurements within their noise, docs/mechanisms.md) or ``lp`` (the paper's
             reduced LP alone).
-        fit_slack: the maxent fit may exceed the LP optimum's chi-square by this factor when the
+        fit_slack: the maxent fit may exceed the closest fit's chi-square by this factor when the
             noise level cannot be reached on the candidates.
         marginal_cells: grid cells per column for the private one-way marginals.
         marginal_tolerance: ``null``: each noisy histogram shrunk towards uniform by the
@@ -52,8 +52,9 @@ class SmoothPCAParams(BaseModel):
         jitter: per-column standard deviation of the sampling neighbourhood, as a fraction of the
             private per-column standard deviation (0 disables it).
         auto_noise_target: per-function noise standard deviation (normalised) that ``auto`` allows.
-        max_functions: largest basis (R, before anchor terms) that ``auto`` may pick; ``None``: no cap.
-        lp_solver: OR-Tools backend.
+        max_functions: largest basis (R, before anchor terms) that ``auto`` may pick; ``None``: no cap
+            (the fit's cost is measured in ``benchmarks/stages.json``; no cap is needed for it).
+        lp_solver: OR-Tools backend of ``fit: lp``.
         pair_columns: anchor columns (e.g. a label) whose first-order interaction with every
             other column is added to the basis (``T_1(x_a) T_1(x_j)``): keeps their correlations
             for d - 1 extra functions each.
