@@ -13,6 +13,7 @@ COMMANDS = {
     "mechanisms": "benchmarks.mechanisms",  # Bernstein and distance-query mechanisms
     "speed": "benchmarks.speed",            # data pass vs numpy, LP scaling
     "scale": "benchmarks.scale",            # 10^6 .. 10^8 rows end to end
+    "stages": "benchmarks.stages",          # driver stage times and memory over R x C
 }
 
 

@@ -21,12 +21,21 @@ import resource
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "build" / "bench"
+
+
+def correlated_batches(n: int, d: int, batch: int = 1_000_000) -> Iterator[np.ndarray]:
+    """The generated table, ``n`` rows in batches: correlated Gaussian, clipped to [-1, 1]."""
+    rng = np.random.default_rng(d)
+    mix = rng.normal(size=(d, d)) / np.sqrt(d)
+    for start in range(0, n, batch):
+        yield np.clip(0.3 * rng.normal(size=(min(batch, n - start), d)) @ mix, -1, 1)
 
 
 def make_table(n: int, d: int) -> Path:
@@ -37,12 +46,8 @@ def make_table(n: int, d: int) -> Path:
     if path.exists():
         return path
     BUILD.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(d)
-    mix = rng.normal(size=(d, d)) / np.sqrt(d)
     with pq.ParquetWriter(path, pa.schema([(f"c{i}", pa.float64()) for i in range(d)])) as writer:
-        for start in range(0, n, 1_000_000):
-            rows = min(1_000_000, n - start)
-            x = np.clip(0.3 * rng.normal(size=(rows, d)) @ mix, -1, 1)
+        for x in correlated_batches(n, d):
             writer.write_table(pa.table({f"c{i}": x[:, i] for i in range(d)}), row_group_size=250_000)
     return path
 
