@@ -10,7 +10,7 @@ Each table (correlated Gaussian, clipped to [-1, 1], float64, row groups of 250,
 * ``numpy``: the same exact kernel (``partial_sums``) over the first min(n, 10^7) rows, one process
   (reading more would only repeat the same rate; the row says how many rows it read);
 * ``job``: the full release (``run_synthesize``, default config, ``local[2]``, arrow reader), with the
-  stage times from its manifest; the Python driver's peak RSS (``ru_maxrss``) and the peak RSS of the
+  stage times from its manifest; the Python driver's peak RSS (``benchmarks.speed.peak_rss_mb``) and the peak RSS of the
   JVM (which in local mode hosts the executors as well as the driver), sampled every 0.5 s; below
   10^8 rows also the data pass alone, run again in the same session (warm: no start-up costs).
 
@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import threading
@@ -30,6 +29,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from benchmarks.speed import peak_rss_mb
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "build" / "scale"
@@ -153,7 +154,7 @@ def run_job(folder: str, n: int, d: int) -> dict:
     return {"total_seconds": total, "stage_seconds": stages, "pass_rows_per_s": n / pass_seconds,
             "warm_pass_rows_per_s": warm,
             "basis_size": report.manifest["mechanism"]["basis"]["size"],
-            "driver_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "driver_peak_rss_mb": peak_rss_mb(),
             "jvm_peak_rss_mb": jvm.stop()}
 
 
@@ -179,8 +180,8 @@ def main(argv: list[str] | None = None) -> None:
             continue
         row: dict = {"n": n, "d": args.d}
         for mode in ("numpy", "job"):
-            proc = subprocess.run([sys.executable, __file__, "--child", mode, str(folder), str(n), str(args.d)],
-                                  check=False, capture_output=True, text=True)
+            proc = subprocess.run([sys.executable, "-m", "benchmarks", "scale", "--child", mode, str(folder), str(n), str(args.d)],
+                                  check=False, capture_output=True, text=True, cwd=ROOT)
             if proc.returncode != 0:
                 sys.stderr.write(proc.stderr[-4000:])
                 raise SystemExit(f"{mode} run failed at n = {n}")

@@ -9,7 +9,7 @@ Parquet under ``build/bench/``; then, each in a fresh process:
 * ``spark``: the full ``synthesize`` job on ``local[2]`` (stage times from its manifest, with the
   default reader), then the data pass alone with each reader (``mapInArrow`` over a DataFrame,
   and pyarrow-read row groups scheduled by Spark), timed warm.
-Driver peak RSS is the Python driver's ``ru_maxrss`` (the JVM is separate). The LP is timed on
+Driver peak RSS is the Python driver's (``peak_rss_mb``; the JVM is separate). The LP is timed on
 random instances of (R, C). Writes ``benchmarks/speed.json``.
 """
 
@@ -28,6 +28,17 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "build" / "bench"
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory: ``VmHWM`` (Linux; unlike ``ru_maxrss`` it does not
+    carry the parent's peak across ``exec``), else ``ru_maxrss``."""
+    status = Path("/proc/self/status")
+    if status.exists():
+        for line in status.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def correlated_batches(n: int, d: int, batch: int = 1_000_000) -> Iterator[np.ndarray]:
@@ -96,7 +107,7 @@ def run_spark(path: str, d: int, out: str) -> dict:
     return {"total_seconds": total, "stage_seconds": report.manifest["stage_seconds"],
             "warm_pass_seconds": timings["spark"], "rows_per_s": sums.rows_seen / timings["spark"],
             "arrow_warm_pass_seconds": timings["arrow"], "arrow_rows_per_s": sums.rows_seen / timings["arrow"],
-            "driver_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+            "driver_peak_rss_mb": peak_rss_mb()}
 
 
 def lp_timings() -> list[dict]:
@@ -134,8 +145,8 @@ def main(argv: list[str] | None = None) -> None:
             path = make_table(n, d)
             row: dict = {"n": n, "d": d}
             for mode in ("numpy", "spark"):
-                proc = subprocess.run([sys.executable, __file__, "--child", mode, str(path), str(d)],
-                                      capture_output=True, text=True, check=True)
+                proc = subprocess.run([sys.executable, "-m", "benchmarks", "speed", "--child", mode, str(path), str(d)],
+                                      capture_output=True, text=True, check=True, cwd=ROOT)
                 line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")][-1]
                 row[mode] = json.loads(line[7:])
             row["spark_over_numpy_throughput"] = row["spark"]["rows_per_s"] / row["numpy"]["rows_per_s"]

@@ -24,13 +24,14 @@ from __future__ import annotations
 import argparse
 import json
 import pickle
-import resource
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+from benchmarks.speed import peak_rss_mb
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "build" / "bench"
@@ -88,18 +89,7 @@ def run_point(sums_path: str, basis: str, candidates: int) -> dict:
             "fit_seconds_after_noise": round(seconds["candidates"] + seconds["fit"] + sample, 3),
             "chi2_per_function": round(result.chi2 / result.functions, 4),
             "effective_support": result.support_size,
-            "peak_rss_mb": peak_rss_mb()}
-
-
-def peak_rss_mb() -> float:
-    """This process's peak resident memory: ``VmHWM`` (Linux; unlike ``ru_maxrss`` it does not
-    carry the parent's peak across ``exec``), else ``ru_maxrss``."""
-    status = Path("/proc/self/status")
-    if status.exists():
-        for line in status.read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return round(int(line.split()[1]) / 1024, 1)
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+            "peak_rss_mb": round(peak_rss_mb(), 1)}
 
 
 def markdown(points: list[dict]) -> str:

@@ -207,11 +207,12 @@ def closest_fit(
     # Each group's chi-square is weighed by 1 / enough_G: a group that cannot get near its
     # target (a 64-cell histogram of a 0/1 column: chi-square in the tens of thousands) would
     # otherwise drown the small groups that can, and the stall rule would stop with them far off.
-    sizes = np.bincount(groups).astype(np.float64)
     if enough is None:
+        scale = None
         weight = np.ones(r)
     else:
-        weight = (1.0 / np.maximum(np.asarray(enough, dtype=np.float64), 1e-2 * sizes))[groups]
+        scale = np.maximum(np.asarray(enough, dtype=np.float64), 1e-2 * np.bincount(groups))
+        weight = (1.0 / scale)[groups]
         weight /= weight.max()
     weight32 = weight.astype(np.float32)
     # Step 1/L, L = 2 ||D A P||_2^2 with D = diag(sqrt(weight)) and P the projection on
@@ -238,13 +239,13 @@ def closest_fit(
         u, t = step, t_next
         if iterations % 20 == 0 or iterations == max_iterations:
             z = (a @ u.astype(np.float32) - target).astype(np.float64)
-            per_group = np.bincount(groups, weights=z * z)
-            if enough is None:
+            if scale is None:
                 history.append(float(z @ z))
             else:  # progress on what the targets need: each group's excess over enough
-                history.append(float(np.sum(np.maximum(per_group - enough, 0.0) / np.maximum(enough, 1e-2 * sizes))))
-            if enough is not None and np.all(per_group <= enough):
-                break
+                excess = np.maximum(np.bincount(groups, weights=z * z) - enough, 0.0)
+                if not excess.any():
+                    break
+                history.append(float(np.sum(excess / scale)))
             if len(history) > 5 and history[-1] > (1.0 - 1e-3) * history[-6]:
                 break
     return ClosestFit(u, chi_square(w, u, b, sigma), iterations)
