@@ -135,6 +135,20 @@ class BasisSet:
             return self
         return BasisSet(self.d, self.degree, np.concatenate([self.indices, np.array(extra)], axis=0))
 
+    def on_lattice(self, levels: np.ndarray | None) -> BasisSet:
+        """This set without the functions that are redundant where column ``i`` takes only
+        ``levels[i] = L > 0`` values (a boolean: 2, a category of 4: 4; 0: continuous).
+
+        On ``L`` points a polynomial of degree ``>= L`` equals one of degree ``< L``
+        (``T_2 = 1`` on ``{-1, 1}``), so ``T_r(x_i) T_s(x_j)`` with ``r >= L_i`` repeats lower
+        terms, and measuring it spends budget (sensitivity grows with R) on nothing new.
+        """
+        if levels is None:
+            return self
+        levels = np.asarray(levels, dtype=np.int64)
+        redundant = ((levels > 0) & (self.indices >= np.maximum(levels, 1))).any(axis=1)
+        return self if not redundant.any() else BasisSet(self.d, self.degree, self.indices[~redundant])
+
     def gram_positions(self) -> tuple[np.ndarray, np.ndarray]:
         """Row and column of each basis sum inside the Gram matrix ``Z^T Z`` of :func:`design_columns`."""
         nz_count = (self.indices != 0).sum(axis=1)

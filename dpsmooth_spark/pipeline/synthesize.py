@@ -39,7 +39,7 @@ def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
         accountant = run.new_accountant()
         with run.log.stage("noise and private PCA"):
             summary = release_summary(sums, run.bounds, params, accountant, run.noise, run.rng,
-                                      nullable)
+                                      nullable, run.codec.lattice())
             run.persist(accountant, summary.to_dict())
     else:
         summary = NoisySummary.from_dict(run.previous.statistics)

@@ -3,10 +3,12 @@ with the input's schema, inside their domains, with their marginals and relation
 
 The release is seeded (test mode), so the statistical checks are deterministic; their tolerances
 are issue 14's where the mechanism meets them (measured at seeds 3 and 4: region marginal within
-total variation 0.02; smoking rate per region within 0.09; bmi's null share 0.146-0.148 for 0.15),
+total variation 0.03; smoking rate per region within 0.08; bmi's null share 0.148-0.150 for 0.15),
 and state the gap where it does not yet: at n = 20000, epsilon = 1 and six columns the fit shrinks
-strong relations towards independence, so corr(age, bmi) = 0.68 comes back as 0.38-0.39
-(target: within 0.15; docs/mechanisms.md). That check fails if the relation is lost or invented.
+strong relations towards independence, so corr(age, bmi) = 0.68 comes back as 0.43-0.47
+(0.38-0.39 before the basis left out the terms that repeat lower ones on the boolean and
+categorical lattices; target: within 0.15; docs/mechanisms.md). That check fails if the relation
+is lost or invented.
 The per-region smoking rates failed (0.49 for 0.69) while the fit's first step let a 64-cell
 histogram of a 0/1 column drown the pair terms (docs/mechanisms.md, "fit").
 """
@@ -129,7 +131,7 @@ def test_marginals_and_relations_survive(released):
         return float(np.corrcoef(table["age"].to_numpy().astype(float)[seen], bmi[seen])[0, 1])
 
     # kept in part, never invented beyond the real one (target: within 0.15, see the docstring)
-    assert 0.25 <= corr(synthetic) <= corr(real) + 0.05, (corr(real), corr(synthetic))
+    assert 0.35 <= corr(synthetic) <= corr(real) + 0.05, (corr(real), corr(synthetic))
 
 
 @pytest.mark.parametrize(

@@ -139,6 +139,15 @@ def test_anchor_pairs_add_one_interaction_per_other_column(rng):
     np.testing.assert_allclose(sums.basis_sums(basis), basis.evaluate(data).sum(axis=1), atol=50 * 2 * QUANTUM)
 
 
+def test_on_lattice_drops_exactly_the_functions_that_repeat_lower_ones():
+    # column 0 continuous, 1 boolean (2 levels), 2 a category of 3 levels
+    basis = BasisSet.pairs(3, 3).on_lattice(np.array([0, 2, 3]))
+    kept = {tuple(idx) for idx in basis.indices}
+    assert kept == {tuple(idx) for idx in BasisSet.pairs(3, 3).indices
+                    if idx[1] <= 1 and idx[2] <= 2}
+    assert BasisSet.pairs(3, 3).on_lattice(None).size == BasisSet.pairs(3, 3).size
+
+
 def test_null_cells_count_nulls_and_keep_those_rows_out_of_the_joint_sums():
     """A row whose only missing values are nulls in nullable columns is in the histograms of its
     other columns and in the null counts (one cell per column, as before), not in the Gram

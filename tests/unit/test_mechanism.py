@@ -147,6 +147,21 @@ def test_max_functions_caps_the_auto_basis():
     assert (free.size, capped.size) == (1305, 435)
 
 
+def test_auto_basis_leaves_out_what_repeats_on_a_lattice():
+    """Six columns, two of them booleans (2 levels) and one a category of 4: auto's degree-3 pair
+    terms (45) without the 10 whose boolean factor is T_2 (= 1 on {-1, 1})."""
+    from dpsmooth_spark.mechanisms.smooth_pca import choose_basis
+    from dpsmooth_spark.privacy.accountant import PrivacyAccountant
+
+    accountant = PrivacyAccountant(1.0)
+    lattice = np.array([78, 2, 4, 1826, 0, 2])
+    full = choose_basis(SmoothPCAParams(), 6, 2e4, accountant, 0.38)
+    reduced = choose_basis(SmoothPCAParams(), 6, 2e4, accountant, 0.38, lattice=lattice)
+    assert (full.size, reduced.size) == (45, 35)
+    assert not (reduced.indices[:, [1, 5]] >= 2).any()
+    assert {tuple(i) for i in reduced.indices} < {tuple(i) for i in full.indices}
+
+
 def test_marginals_only_release_round_trips_its_summary(rng):
     """At a small budget with no anchor, only the one-way marginals are measured (no pair term):
     the release still fits, samples, and its persisted summary reloads to the same statistics."""

@@ -300,16 +300,19 @@ def release_summary(
     noise: NoiseSource,
     rng: np.random.Generator,
     nullable: np.ndarray | None = None,
+    lattice: np.ndarray | None = None,
 ) -> NoisySummary:
     """Spend the whole budget of ``accountant`` on the DP statistics of the mechanism
-    (``nullable``: the columns declared nullable, whose null counts are measured)."""
+    (``nullable``: the columns declared nullable, whose null counts are measured; ``lattice``:
+    levels per column, 0 continuous, from the config: no basis function that repeats lower ones
+    on a column's lattice is measured)."""
     d = sums.d
     noisy_count = release_count(sums.count, params.count_fraction, accountant, noise)
 
     rest = 1.0 - params.count_fraction
     anchors = tuple(bounds.columns.index(c) for c in params.pair_columns)
     share = rest * (1.0 - params.marginal_fraction)
-    basis = choose_basis(params, d, noisy_count, accountant, accountant.share(share), anchors)
+    basis = choose_basis(params, d, noisy_count, accountant, accountant.share(share), anchors, lattice)
     strategy = params.candidate_strategy
     if strategy == "auto":
         strategy = "psi" if not all_pairs_of(basis) and d >= 2 and _psi_affordable(
@@ -323,7 +326,7 @@ def release_summary(
         raise ValueError("count, PSI and direction fractions leave no budget for the histograms "
                          "and basis sums")
     if strategy == "psi" and basis.size:
-        basis = choose_basis(params, d, noisy_count, accountant, accountant.share(share), anchors)
+        basis = choose_basis(params, d, noisy_count, accountant, accountant.share(share), anchors, lattice)
 
     summary = _release_marginals(sums, bounds, params, accountant, noise, noisy_count,
                                  accountant.share(marginal_share), nullable)

@@ -126,18 +126,21 @@ def per_function_noise(size: int, noisy_count: float, accountant: PrivacyAccount
 def choose_basis(
     params: SmoothPCAParams, d: int, noisy_count: float, accountant: PrivacyAccountant, budget: float,
     anchors: tuple[int, ...] = (),
+    lattice: np.ndarray | None = None,
 ) -> BasisSet:
     """Pick the basis: fixed by ``params`` or, for ``auto``, the largest affordable one; every
-    option includes the anchor columns' pair terms."""
+    option includes the anchor columns' pair terms and none of the functions that repeat lower
+    ones on a column's lattice (``lattice``: levels per column, 0 continuous;
+    :meth:`BasisSet.on_lattice`)."""
     if params.basis != "auto":
-        return build_basis(params.basis, d, params.degree or 2).with_anchor_pairs(anchors)
+        return build_basis(params.basis, d, params.degree or 2).with_anchor_pairs(anchors).on_lattice(lattice)
     options = [spec for spec in AUTO_BASES if params.degree is None or spec[1] <= params.degree]
-    chosen = BasisSet(d, 1, np.zeros((0, d), dtype=np.int64)).with_anchor_pairs(anchors)
+    chosen = BasisSet(d, 1, np.zeros((0, d), dtype=np.int64)).with_anchor_pairs(anchors).on_lattice(lattice)
     for kind, degree in options:
         base = build_basis(kind, d, degree)
         if params.max_functions is not None and base.size > params.max_functions:
             continue
-        candidate = base.with_anchor_pairs(anchors)
+        candidate = base.with_anchor_pairs(anchors).on_lattice(lattice)
         if per_function_noise(candidate.size, noisy_count, accountant, budget) <= params.auto_noise_target:
             chosen = candidate
     return chosen
