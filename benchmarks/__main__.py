@@ -14,6 +14,7 @@ COMMANDS = {
     "speed": "benchmarks.speed",            # data pass vs numpy, LP scaling
     "scale": "benchmarks.scale",            # 10^6 .. 10^8 rows end to end
     "stages": "benchmarks.stages",          # driver stage times and memory over R x C
+    "accuracy": "benchmarks.accuracy",      # correlation error of the fit at 10^6 .. 10^7 rows
 }
 
 

@@ -177,10 +177,10 @@ def closest_fit(
     groups: np.ndarray | None = None,
     enough: np.ndarray | None = None,
     start: np.ndarray | None = None,
-    max_iterations: int = 1000,
+    max_iterations: int = 2000,
 ) -> ClosestFit:
     """The distribution on the columns of ``w`` that minimises ``sum ((W u - b) / sigma)^2``, each
-    group's part weighed by ``1 / enough_G`` when ``enough`` is given.
+    answer weighed by ``|G| / enough_G`` (its group's target per answer) when ``enough`` is given.
 
     FISTA (Beck and Teboulle 2009) on the simplex with the adaptive restart of O'Donoghue and
     Candes (2015), products in float32: each step costs two products with ``W`` and a sort of
@@ -204,15 +204,19 @@ def closest_fit(
     groups = np.zeros(r, dtype=np.int64) if groups is None else np.asarray(groups, dtype=np.int64)
     a = _noise_units(w, sigma)
     target = (np.asarray(b, dtype=np.float64) / sigma).astype(np.float32)
-    # Each group's chi-square is weighed by 1 / enough_G: a group that cannot get near its
-    # target (a 64-cell histogram of a 0/1 column: chi-square in the tens of thousands) would
-    # otherwise drown the small groups that can, and the stall rule would stop with them far off.
+    # Each answer is weighed by |G| / enough_G, one over its group's target per answer: a group
+    # that cannot get near its target (a 64-cell histogram of a 0/1 column: chi-square in the
+    # tens of thousands) would otherwise drown the small groups that can, and the stall rule
+    # would stop with them far off. (Weighing by 1 / enough_G instead also weighed large groups
+    # down against small ones, 30x at d = 30: at 10^7 x 30 rows, after 1000 steps, the fit's
+    # chi-square per answer was 49 that way and 8.5 this way.)
     if enough is None:
         scale = None
         weight = np.ones(r)
     else:
-        scale = np.maximum(np.asarray(enough, dtype=np.float64), 1e-2 * np.bincount(groups))
-        weight = (1.0 / scale)[groups]
+        sizes = np.bincount(groups)
+        scale = np.maximum(np.asarray(enough, dtype=np.float64), 1e-2 * sizes)
+        weight = (sizes / scale)[groups]
         weight /= weight.max()
     weight32 = weight.astype(np.float32)
     # Step 1/L, L = 2 ||D A P||_2^2 with D = diag(sqrt(weight)) and P the projection on
