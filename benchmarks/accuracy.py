@@ -23,9 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.scale import BUILD, make_table
-
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.scale import BUILD, ROOT, make_table
 
 
 def exact_sums(n: int, d: int):
@@ -46,15 +44,16 @@ def exact_sums(n: int, d: int):
     return sums
 
 
-def correlation(points: np.ndarray, weights: np.ndarray) -> np.ndarray:
+def correlation(weights: np.ndarray, points: np.ndarray) -> np.ndarray:
     """Correlation matrix of the distribution ``weights`` over ``points``."""
+    from dpsmooth_spark.core.candidates import correlation_from_covariance
+
     mean = weights @ points
-    cov = (points * weights[:, None]).T @ points - np.outer(mean, mean)
-    sd = np.sqrt(np.diag(cov))
-    return cov / np.outer(sd, sd)
+    return correlation_from_covariance((points * weights[:, None]).T @ points - np.outer(mean, mean))
 
 
-def release_errors(sums, basis: str, seed: int) -> dict:
+def release_errors(sums, truth: np.ndarray, basis: str, seed: int) -> dict:
+    """One release's correlation error against ``truth`` (the table's correlation matrix)."""
     from dpsmooth_spark.core.basis import PublicBounds
     from dpsmooth_spark.mechanisms.smooth_pca import (
         SmoothPCAParams,
@@ -65,10 +64,6 @@ def release_errors(sums, basis: str, seed: int) -> dict:
     from dpsmooth_spark.privacy.noise import NoiseSource
 
     d = sums.d
-    mean = sums.first_moments() / sums.count
-    cov = sums.second_moments() / sums.count - np.outer(mean, mean)
-    sd = np.sqrt(np.diag(cov))
-    truth = cov / np.outer(sd, sd)
     kw = {} if basis == "auto" else {"basis": basis.split(":")[0], "degree": int(basis.split(":")[1])}
     params = SmoothPCAParams(**kw)
     bounds = PublicBounds.from_mapping({f"c{i}": (-1.0, 1.0) for i in range(d)})
@@ -78,7 +73,7 @@ def release_errors(sums, basis: str, seed: int) -> dict:
     result = fit_from_summary(summary, params, rng)
     seconds = time.perf_counter() - start
     pairs = np.triu_indices(d, 1)
-    error = np.abs(correlation(result.candidates, result.weights) - truth)[pairs]
+    error = np.abs(correlation(result.weights, result.candidates) - truth)[pairs]
     return {"basis": basis, "basis_size": summary.basis.size, "release": seed,
             "corr_error_mean": round(float(error.mean()), 4), "corr_error_max": round(float(error.max()), 4),
             "mean_abs_corr": round(float(np.abs(truth[pairs]).mean()), 4),
@@ -88,6 +83,8 @@ def release_errors(sums, basis: str, seed: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from dpsmooth_spark.core.candidates import correlation_from_covariance
+
     ap = argparse.ArgumentParser(prog="python -m benchmarks accuracy", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", nargs="*", type=int, default=[6, 7], help="exponents of 10")
@@ -99,9 +96,11 @@ def main(argv: list[str] | None = None) -> None:
     for exponent in args.sizes:
         n = 10**exponent
         sums = exact_sums(n, 30)
+        mean = sums.first_moments() / sums.count
+        truth = correlation_from_covariance(sums.second_moments() / sums.count - np.outer(mean, mean))
         for basis in args.bases.split(","):
             for seed in range(args.releases):
-                runs.append({"n": n, "d": 30, **release_errors(sums, basis, seed)})
+                runs.append({"n": n, "d": 30, **release_errors(sums, truth, basis, seed)})
                 print(json.dumps(runs[-1]), flush=True)
     args.out.write_text(json.dumps({"command": "python -m benchmarks accuracy " + " ".join(argv or sys.argv[2:]),
                                     "epsilon": 1.0, "runs": runs}, indent=1) + "\n")
