@@ -67,7 +67,7 @@ def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
         distinct: int | None = None
     else:
         with run.log.stage("sampling"):
-            scaled = sample_scaled(result, rows, run.rng)
+            scaled = sample_scaled(result, rows, run.rng, params.herding_rows)
             nulls = run.rng.uniform(size=scaled.shape) < null_shares if nullable.any() else None
             data = run.codec.decode(run.bounds.unscale(scaled), nulls)
             distinct = int(np.unique(scaled, axis=0).shape[0])

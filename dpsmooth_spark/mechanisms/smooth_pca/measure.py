@@ -83,7 +83,9 @@ class NoisySummary:
     Attributes:
         bounds: column names and public bounds.
         basis: the multi-indices.
-        noisy_count: count plus noise.
+        noisy_count: the count the release normalises by: the count plus noise, pooled with the
+            histogram totals when no column is nullable (:func:`pooled_count`).
+        count_alone: the count plus noise before pooling (``None``: not pooled).
         noisy_sums: basis sums plus noise, ``(R,)``.
         basis_noise_std: ``(R,)`` standard deviation of the noise of each basis sum.
         histograms: ``(d, B)`` one-way histogram counts plus noise (cells of [-1, 1]).
@@ -108,6 +110,7 @@ class NoisySummary:
     directions: ProjectionBasis | None = None
     direction_sums: np.ndarray | None = None
     direction_noise_std: float = 0.0
+    count_alone: float | None = None
 
     @property
     def normalised(self) -> np.ndarray:
@@ -186,6 +189,8 @@ class NoisySummary:
         if "histograms" in data:
             summary.histograms = np.array(data["histograms"]["noisy_counts"], float)
             summary.histogram_noise_std = float(data["histograms"]["noise_std"])
+            if "count_alone" in data:
+                summary.count_alone = float(data["count_alone"])
             if "noisy_null_counts" in data["histograms"]:
                 summary.null_counts = np.array(data["histograms"]["noisy_null_counts"], float)
         if "pca" in data:
@@ -207,6 +212,10 @@ class NoisySummary:
             "scaling": "x_scaled = 2 (x - lower) / (upper - lower) - 1, clamped to [-1, 1]",
             "basis_function": "prod_i T_{r_i}(x_scaled_i), T_r = Chebyshev polynomial = cos(r arccos x)",
             "noisy_count": self.noisy_count,
+            **({} if self.count_alone is None else {
+                "count_alone": self.count_alone,
+                "count_pooling": "noisy_count = inverse-variance mean of count_alone and the d "
+                                 "histogram totals (post-processing)"}),
             "multi_indices": self.basis.indices.tolist(),
             "noisy_sums": self.noisy_sums.tolist(),
             "noisy_means": self.normalised.tolist(),
@@ -265,7 +274,10 @@ def measurements(summary: NoisySummary, marginal_tolerance: float = 0.0,
 
     One-way marginals (histograms, ``T_r(x_i)``) get ``marginal_tolerance``, relations 1.
     Histograms are coarsened to at most ``joint_rows`` cells in all; a coarse cell's noise is
-    the sum of its cells' noise.
+    the sum of its cells' noise. Each answer is clipped to the range its function takes (a
+    share to [0, 1], a Chebyshev product or direction term to [-1, 1]): the true answer lies in
+    that range, so the clipped answer is never farther from it, and noise beyond the range
+    cannot demand a relation that no table has.
     """
     n = max(summary.noisy_count, 1.0)
     out = []
@@ -276,17 +288,17 @@ def measurements(summary: NoisySummary, marginal_tolerance: float = 0.0,
             keep //= 2
         merged = coarsen_histograms(summary.histograms, keep)
         std = summary.histogram_noise_std * np.sqrt(bins // keep) / n
-        out.append(Measurement("histograms", HistogramBasis(d, keep), merged.ravel() / n, std,
+        out.append(Measurement("histograms", HistogramBasis(d, keep), np.clip(merged.ravel() / n, 0.0, 1.0), std,
                                np.repeat(np.arange(d), keep), np.full(d, marginal_tolerance)))
     if summary.basis.size:
         groups = basis_groups(summary.basis)
         one_way = (summary.basis.indices != 0).sum(axis=1) == 1
         tolerance = np.ones(int(groups.max()) + 1)
         tolerance[groups[one_way]] = marginal_tolerance
-        out.append(Measurement("basis", summary.basis, summary.normalised,
+        out.append(Measurement("basis", summary.basis, np.clip(summary.normalised, -1.0, 1.0),
                                summary.basis_noise_std / n, groups, tolerance))
     if summary.directions is not None and summary.direction_sums is not None:
-        out.append(Measurement("directions", summary.directions, summary.direction_sums / n,
+        out.append(Measurement("directions", summary.directions, np.clip(summary.direction_sums / n, -1.0, 1.0),
                                summary.direction_noise_std / n,
                                np.zeros(summary.directions.size, dtype=np.int64), np.ones(1)))
     return out
@@ -330,6 +342,12 @@ def release_summary(
 
     summary = _release_marginals(sums, bounds, params, accountant, noise, noisy_count,
                                  accountant.share(marginal_share), nullable)
+    if summary.null_counts is None and summary.histograms is not None:
+        count_std = noise_std(accountant.noise_scale(sensitivity.count_sensitivity(),
+                                                     accountant.share(params.count_fraction)), accountant)
+        summary.count_alone = noisy_count
+        summary.noisy_count = pooled_count(noisy_count, count_std, summary.histograms,
+                                           summary.histogram_noise_std)
     if basis.size:
         noisy_sums, scale = release_basis_sums(sums.basis_sums(basis), accountant.share(share),
                                                accountant, noise)
@@ -348,6 +366,23 @@ def release_summary(
             exact, accountant.share(params.directions_fraction), accountant, noise, stage="directions")
         summary.direction_noise_std = noise_std(dir_scale, accountant)
     return summary
+
+
+def pooled_count(noisy_count: float, count_std: float, histograms: np.ndarray,
+                 cell_std: float) -> float:
+    """Inverse-variance mean of the noisy count and the total of each noisy histogram ``(d, B)``.
+
+    Every record lies in exactly one cell of each column's histogram, so each total is the count
+    plus the sum of ``B`` independent noise draws (std ``sqrt(B) cell_std``), independent of the
+    count's noise and of the other columns': ``d + 1`` unbiased estimates of the same count.
+    At epsilon 0.1 on 150 rows the count's noise alone has a std of 280 rows; pooled with five
+    histograms, 65. Post-processing only."""
+    totals = histograms.sum(axis=1)
+    total_var = histograms.shape[1] * cell_std**2
+    if count_std <= 0 or total_var <= 0:
+        return noisy_count
+    weights = np.concatenate([[1.0 / count_std**2], np.full(totals.size, 1.0 / total_var)])
+    return float(weights @ np.concatenate([[noisy_count], totals]) / weights.sum())
 
 
 def _release_marginals(sums: ExactSums, bounds: PublicBounds, params: SmoothPCAParams,

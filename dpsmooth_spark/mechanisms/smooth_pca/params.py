@@ -20,7 +20,8 @@ class SmoothPCAParams(BaseModel):
         basis: ``marginal`` (``T_r(x_i)``), ``pairwise`` (plus ``T_r(x_i) T_s(x_j)``), ``pairs``
             (the pair terms alone) or ``auto``: the largest set in :data:`AUTO_BASES` whose
             per-function noise, predicted from the noisy count, stays below
-            ``auto_noise_target``, else the anchor pairs alone. The one-way marginals are
+            ``auto_noise_target``, else the anchor pairs alone (or nothing where even they are
+            noisier than :data:`ANCHOR_NOISE_LIMIT`). The one-way marginals are
             measured as histograms (``marginal_fraction``) whatever the basis.
         degree: highest per-coordinate degree (with ``basis`` fixed); ``auto`` allows up to 3.
         candidates: number of candidate points C.
@@ -55,6 +56,11 @@ class SmoothPCAParams(BaseModel):
         max_functions: largest basis (R, before anchor terms) that ``auto`` may pick; ``None``: no cap
             (the fit's cost is measured in ``benchmarks/stages.json``; no cap is needed for it).
         lp_solver: OR-Tools backend of ``fit: lp``.
+        herding_rows: releases of up to this many rows pick their candidates by kernel herding
+            (``core.sampling.herded_indices``): the sample's marginals and correlations follow
+            the fitted distribution instead of adding the ``1 / sqrt(rows)`` error of independent
+            draws; larger releases (and those sampled on the executors) draw independently.
+            0 disables it.
         pair_columns: anchor columns (e.g. a label) whose first-order interaction with every
             other column is added to the basis (``T_1(x_a) T_1(x_j)``): keeps their correlations
             for d - 1 extra functions each.
@@ -82,6 +88,7 @@ class SmoothPCAParams(BaseModel):
     auto_noise_target: float = Field(default=0.02, gt=0)
     max_functions: int | None = Field(default=None, ge=1)
     lp_solver: Literal["glop", "pdlp", "clp"] = "glop"
+    herding_rows: int = Field(default=20_000, ge=0, le=1_000_000)
     pair_columns: tuple[str, ...] = ()
 
     def data_pass_degree(self) -> int:
@@ -101,6 +108,12 @@ AUTO_BASES: tuple[tuple[str, int], ...] = (
 )
 """Basis sets that ``basis: auto`` chooses from, smallest first (the anchor pairs alone when
 none is affordable)."""
+
+
+ANCHOR_NOISE_LIMIT = 0.5
+"""``auto`` measures the anchor pairs alone only when their per-function noise (normalised) is at
+most this: a quarter of the range [-1, 1] of a pair term. Noisier, they cannot tell any relation
+from none, and the budget goes to the one-way marginals instead."""
 
 
 def build_basis(kind: str, d: int, degree: int) -> BasisSet:
@@ -135,7 +148,10 @@ def choose_basis(
     if params.basis != "auto":
         return build_basis(params.basis, d, params.degree or 2).with_anchor_pairs(anchors).on_lattice(lattice)
     options = [spec for spec in AUTO_BASES if params.degree is None or spec[1] <= params.degree]
-    chosen = BasisSet(d, 1, np.zeros((0, d), dtype=np.int64)).with_anchor_pairs(anchors).on_lattice(lattice)
+    empty = BasisSet(d, 1, np.zeros((0, d), dtype=np.int64))
+    chosen = empty.with_anchor_pairs(anchors).on_lattice(lattice)
+    if chosen.size and per_function_noise(chosen.size, noisy_count, accountant, budget) > ANCHOR_NOISE_LIMIT:
+        chosen = empty  # noise beyond what a pair term can tell: the budget goes to the marginals
     for kind, degree in options:
         base = build_basis(kind, d, degree)
         if params.max_functions is not None and base.size > params.max_functions:

@@ -89,7 +89,8 @@ class SmoothSynthesizer:
         """Synthetic records in original units, as ``{column: array}``; default rows = noisy count."""
         if rows is None:
             rows = max(1, round(self.result_.summary.noisy_count))
-        values = self.public_bounds.unscale(sample_scaled(self.result_, rows, self.sampling_rng_))
+        values = self.public_bounds.unscale(sample_scaled(
+            self.result_, rows, self.sampling_rng_, self.params.herding_rows))
         return {name: values[:, i] for i, name in enumerate(self.public_bounds.columns)}
 
 
