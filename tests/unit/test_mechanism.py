@@ -219,6 +219,29 @@ def test_pooled_count_is_unbiased_with_the_inverse_variance_spread():
     assert draws.std() == pytest.approx(expected, rel=0.05)
 
 
+def test_fine_noisy_histograms_keep_less_noise_mass_beyond_the_data():
+    """32 cells, the data in the middle 8, noise std 0.01 per share: the simplex projection
+    leaves less mass in the 24 empty cells than setting negatives to 0 and rescaling, in each of
+    20 seeded draws, and at most 0.7x as much on average (measured 0.057 against 0.091; the
+    20-draw means have standard errors of about 0.004)."""
+    from dpsmooth_spark.mechanisms.smooth_pca.candidates import _histogram_density
+
+    rng = np.random.default_rng(3)
+    true = np.zeros(32)
+    true[12:20] = 1.0 / 8
+    empty = np.r_[0:12, 20:32]
+    projected, rescaled = [], []
+    for _ in range(20):
+        shares = true + rng.normal(0, 0.01, 32)
+        density = _histogram_density(shares, np.full(32, 0.01), 256)
+        assert density.sum() == pytest.approx(1.0)
+        projected.append(density.reshape(32, 8).sum(axis=1)[empty].sum())
+        clipped = np.maximum(shares, 0.0)
+        rescaled.append((clipped / clipped.sum())[empty].sum())
+    assert np.all(np.array(projected) < np.array(rescaled))
+    assert np.mean(projected) <= 0.7 * np.mean(rescaled)
+
+
 def test_marginals_only_release_round_trips_its_summary(rng):
     """At a small budget with no anchor, only the one-way marginals are measured (no pair term):
     the release still fits, samples, and its persisted summary reloads to the same statistics."""
