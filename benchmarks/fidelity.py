@@ -8,7 +8,8 @@ values on a bound minus the real share, Wasserstein-1 over a DP independent-hist
 baseline), the train-on-synthetic / test-on-real AUC of a logistic regression for the table's
 label, the paper's worst relative Gaussian-kernel query error (``--queries`` queries per sigma)
 and the seconds the release took. Methods: ``ours`` (the synthesize mechanism in memory, default
-parameters, the label as an anchor column as in the example configs), ``independent`` (per-column Laplace histograms, epsilon / d each) and ``uniform``.
+parameters, the 0/1 label declared as two levels and an anchor column, as in the example
+configs), ``independent`` (per-column Laplace histograms, epsilon / d each) and ``uniform``.
 Writes ``benchmarks/fidelity.json``; ``docs/benchmarks.md`` has the table.
 """
 
@@ -57,13 +58,14 @@ def peer_release(method: str, data: np.ndarray, bounds: PublicBounds, epsilon: f
 
 
 def release(method: str, data: np.ndarray, bounds: PublicBounds, epsilon: float,
-            params: dict, rng: np.random.Generator) -> np.ndarray:
+            params: dict, rng: np.random.Generator, label: str | None = None) -> np.ndarray:
     """Synthetic rows in original units (as many as the real table has); ``params`` are
-    :class:`SmoothPCAParams` for ``ours``."""
+    :class:`SmoothPCAParams` for ``ours``, which declares the 0/1 ``label`` a column of two
+    levels (as the example configs declare ``values: [0, 1]``)."""
     n, d = data.shape
     if method == "ours":
         synth = SmoothSynthesizer(epsilon, dict(zip(bounds.columns, zip(bounds.lower, bounds.upper))),
-                                  params=SmoothPCAParams(**params))
+                                  params=SmoothPCAParams(**params), levels={label: 2} if label else None)
         out = synth.fit({c: data[:, i] for i, c in enumerate(bounds.columns)}).sample(n)
         return np.column_stack([out[c] for c in bounds.columns])
     if method == "independent":
@@ -144,7 +146,8 @@ def main(argv: list[str] | None = None) -> None:
                             continue
                         syn = found
                     else:
-                        syn = release(method, data, bounds, eps, params, np.random.default_rng(rep))
+                        syn = release(method, data, bounds, eps, params, np.random.default_rng(rep),
+                                      label_name)
                     seconds = time.perf_counter() - start
                     answers = queries.answers(bounds.scale(syn)[:, features], PAPER_SIGMAS)
                     run = {"table": table, "rows": len(data), "columns": bounds.d, "epsilon": eps,

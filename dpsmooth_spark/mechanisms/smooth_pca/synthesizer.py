@@ -27,12 +27,14 @@ def fit_from_sums(
     accountant: PrivacyAccountant,
     noise: NoiseSource,
     rng: np.random.Generator,
+    lattice: np.ndarray | None = None,
 ) -> SynthesisResult:
-    """Every driver stage: the DP statistics, then :func:`fit_from_summary`."""
+    """Every driver stage: the DP statistics, then :func:`fit_from_summary` (``lattice``:
+    levels per column, 0 continuous)."""
     start = time.perf_counter()
-    summary = release_summary(sums, bounds, params, accountant, noise, rng)
+    summary = release_summary(sums, bounds, params, accountant, noise, rng, lattice=lattice)
     elapsed = time.perf_counter() - start
-    result = fit_from_summary(summary, params, rng)
+    result = fit_from_summary(summary, params, rng, lattice)
     result.timings = {"noise_and_psi": elapsed, **result.timings}
     return result
 
@@ -48,6 +50,10 @@ class SmoothSynthesizer:
         delta: 0 for pure epsilon-DP, > 0 for the Gaussian (epsilon, delta) mode.
         params: mechanism parameters.
         random_state: a seed selects TEST MODE (seeded, non-secure noise); ``None`` is secure.
+        levels: ``{column: L}`` for columns whose values are ``L >= 2`` equally spaced points
+            from the lower to the upper bound (a 0/1 label: 2; an integer column: upper - lower
+            + 1): public, like the bounds. Their synthetic values lie on those points, and the
+            basis leaves out what repeats on them (``BasisSet.on_lattice``).
     """
 
     def __init__(
@@ -57,6 +63,7 @@ class SmoothSynthesizer:
         delta: float = 0.0,
         params: SmoothPCAParams | None = None,
         random_state: int | None = None,
+        levels: dict[str, int] | None = None,
     ) -> None:
         self.epsilon = epsilon
         self.bounds = bounds
@@ -64,6 +71,12 @@ class SmoothSynthesizer:
         self.delta = delta
         self.params = params or SmoothPCAParams()
         self.random_state = random_state
+        unknown = set(levels or {}) - set(self.public_bounds.columns)
+        if unknown:
+            raise ValueError(f"levels for columns without bounds: {sorted(unknown)}")
+        if any(int(v) < 2 for v in (levels or {}).values()):
+            raise ValueError("levels must be at least 2")
+        self.lattice = np.array([int((levels or {}).get(c, 0)) for c in self.public_bounds.columns])
 
     def _rng(self) -> np.random.Generator:
         return np.random.default_rng(self.random_state)
@@ -80,7 +93,8 @@ class SmoothSynthesizer:
         rng = self._rng()
         noise = NoiseSource(rng if self.random_state is not None else None)
         self.accountant_ = PrivacyAccountant(self.epsilon, self.delta)
-        self.result_ = fit_from_sums(sums, self.public_bounds, self.params, self.accountant_, noise, rng)
+        self.result_ = fit_from_sums(sums, self.public_bounds, self.params, self.accountant_, noise, rng,
+                                     self.lattice if self.lattice.any() else None)
         self.noise_ = noise
         self.sampling_rng_ = rng
         return self
@@ -89,9 +103,14 @@ class SmoothSynthesizer:
         """Synthetic records in original units, as ``{column: array}``; default rows = noisy count."""
         if rows is None:
             rows = max(1, round(self.result_.summary.noisy_count))
-        values = self.public_bounds.unscale(sample_scaled(
-            self.result_, rows, self.sampling_rng_, self.params.herding_rows))
-        return {name: values[:, i] for i, name in enumerate(self.public_bounds.columns)}
+        scaled = sample_scaled(self.result_, rows, self.sampling_rng_, self.params.herding_rows)
+        values = self.public_bounds.unscale(scaled)
+        bounds = self.public_bounds
+        for j in np.flatnonzero(self.lattice >= 2):  # exactly the lattice points, no rounding error
+            steps = self.lattice[j] - 1
+            k = np.clip(np.rint((scaled[:, j] + 1.0) * steps / 2.0), 0, steps)
+            values[:, j] = bounds.lower[j] + k * (bounds.upper[j] - bounds.lower[j]) / steps
+        return {name: values[:, i] for i, name in enumerate(bounds.columns)}
 
 
 def _column(table: Any, name: str) -> np.ndarray:
