@@ -90,6 +90,8 @@ def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
     }
     output = {"rows": rows, "distinct_rows": distinct,
               "sampled_on": "executors" if on_executors else "driver",
+              "candidates_picked_by": "kernel herding" if not on_executors and rows <= params.herding_rows
+              else "independent draws",
               "files": "data/*.parquet, summary.json (DP noisy summary), manifest.json"}
     manifest = run.manifest(accountant, mechanism, output, result.timings)
     return run.write(data, {"summary.json": summary.to_dict()}, manifest)

@@ -85,6 +85,7 @@ def test_release_on_wdbc_end_to_end(tmp_path, wdbc_config_dict):
     assert privacy["accounting"]["epsilon_spent"] == pytest.approx(1.0)
     assert privacy["test_mode"] is True and "TEST MODE" in privacy["noise_sampler"]
     assert manifest["output"]["distinct_rows"] > 100
+    assert manifest["output"]["candidates_picked_by"] == "kernel herding"  # 569 rows
     assert set(manifest["content_sha256"]) == {"data/part-00000.parquet", "summary.json"}
     summary = json.loads((out / "summary.json").read_text())
     assert len(summary["multi_indices"]) == len(summary["noisy_sums"])
@@ -203,6 +204,7 @@ def test_sampling_on_executors_is_seeded_and_bounded(spark, tmp_path):
         config["output"].update(rows=5000, sampling="executors", partitions=3)
         report = run_synthesize(parse_config(config), quiet=True)
         assert report.manifest["output"]["sampled_on"] == "executors"
+        assert report.manifest["output"]["candidates_picked_by"] == "independent draws"
         data = pq.read_table(folder / "release" / "data")
         assert data.num_rows == 5000
         assert len(list((folder / "release" / "data").glob("part-*.parquet"))) == 3
