@@ -16,44 +16,65 @@ def reflect_into_cube(x: np.ndarray) -> np.ndarray:
 
 
 HERDING_CELLS = 64
-"""Cells per column of the marginals that herding follows (the fidelity baseline's resolution)."""
+"""Cells per column of the one-way marginals that herding follows (the fidelity baseline's)."""
+HERDING_PAIR_CELLS = 8
+"""Cells per column of the two-way marginals that herding follows."""
 
 
 def herded_indices(points: np.ndarray, weights: np.ndarray, rows: int,
-                   cells: int = HERDING_CELLS) -> np.ndarray:
+                   cells: int = HERDING_CELLS, pair_cells: int = HERDING_PAIR_CELLS) -> np.ndarray:
     """``rows`` candidate indices chosen by kernel herding (Chen, Welling & Smola 2010) so that
     their empirical distribution follows ``weights`` on every column's marginal (``cells`` equal
-    cells of [-1, 1]) and on the correlation of the columns.
+    cells of [-1, 1]), on every pair of columns' two-way marginal (``pair_cells`` cells each) and
+    on the correlation of the columns.
 
     Step ``t`` picks the candidate ``c`` that maximises ``E_u k(c, y) - mean_{s<t} k(c, x_s)``
-    with the kernel ``k(a, b) = (1/d) #{j: a_j, b_j in the same cell} + ((z_a . z_b) / d)^2``
-    (``z``: the points standardised with the weighted mean and deviation): the picks fill what
-    the earlier picks left short. Independent draws leave an error of order ``1 / sqrt(rows)``
-    in every statistic; herding's error in the kernel's features shrinks like ``1 / rows``.
-    Cost: ``O(rows * C * d)`` (about 0.3 ms a row at ``C = 20,000``, ``d = 30``).
+    for the kernel ``k(a, b) = m_1 / d + m_2 (m_2 - 1) / (d (d - 1)) + ((z_a . z_b) / d)^2``,
+    where ``m_1`` (``m_2``) counts the columns in which ``a`` and ``b`` share a fine (coarse)
+    cell, so that ``m_2 (m_2 - 1) / 2`` counts the pairs of columns in which they share a
+    two-way cell, and ``z`` are the points standardised with the weighted mean and deviation:
+    the picks fill what the earlier picks left short. Independent draws leave an error of order
+    ``1 / sqrt(rows)`` in every statistic; herding's error in the kernel's features shrinks like
+    ``1 / rows``. Statistics outside the kernel are not controlled: with one-way marginals and
+    correlations alone, a rate of a 0/1 column within a category moved by 0.11 at 20,000 rows,
+    which the two-way cells prevent. Cost ``O(rows * C * d)`` (about 0.4 ms a row at
+    ``C = 20,000``, ``d = 30``) plus ``O(C d^2)`` once.
     """
     x = np.asarray(points, dtype=np.float64)
     u = np.asarray(weights, dtype=np.float64)
     u = u / u.sum()
-    d = x.shape[1]
+    count, d = x.shape
     mean = u @ x
     z = ((x - mean) / np.sqrt(np.maximum(u @ (x - mean) ** 2, 1e-12))).astype(np.float32)
     second = (z * u[:, None].astype(np.float32)).T @ z
-    cell = np.clip(((x + 1.0) * (cells / 2.0)).astype(np.int64), 0, cells - 1)
+    fine = np.clip(((x + 1.0) * (cells / 2.0)).astype(np.int64), 0, cells - 1)
+    coarse = np.clip(((x + 1.0) * (pair_cells / 2.0)).astype(np.int64), 0, pair_cells - 1)
     expected = np.einsum("ci,ij,cj->c", z, second, z, optimize=True) / d**2
-    members = []  # per column: the points sorted by cell, and where each cell starts
+    fine_members, coarse_members = [], []  # per column: points sorted by cell, cell starts
+    pair_weight = 2.0 / (d * (d - 1)) if d > 1 else 0.0
     for j in range(d):
-        expected += np.bincount(cell[:, j], weights=u, minlength=cells)[cell[:, j]] / d
-        order = np.argsort(cell[:, j], kind="stable")
-        members.append((order, np.searchsorted(cell[order, j], np.arange(cells + 1))))
-    drawn = np.zeros(x.shape[0])  # sum over the picks so far of k(c, pick)
+        expected += np.bincount(fine[:, j], weights=u, minlength=cells)[fine[:, j]] / d
+        for i in range(j):
+            joint = np.bincount(coarse[:, i] * pair_cells + coarse[:, j], weights=u,
+                                minlength=pair_cells**2)
+            expected += pair_weight * joint[coarse[:, i] * pair_cells + coarse[:, j]]
+        for cell, members, size in ((fine, fine_members, cells), (coarse, coarse_members, pair_cells)):
+            order = np.argsort(cell[:, j], kind="stable")
+            members.append((order, np.searchsorted(cell[order, j], np.arange(size + 1))))
+    drawn = np.zeros(count)  # sum over the picks so far of k(c, pick)
+    shared = np.zeros(count)
     out = np.empty(rows, dtype=np.int64)
     for t in range(rows):
         k = int(np.argmax(expected - drawn / (t + 1)))
         out[t] = k
         drawn += np.square(z @ z[k], dtype=np.float64) / d**2
-        for j, (order, starts) in enumerate(members):
-            drawn[order[starts[cell[k, j]]:starts[cell[k, j] + 1]]] += 1.0 / d
+        shared[:] = 0.0
+        for j in range(d):
+            order, starts = fine_members[j]
+            drawn[order[starts[fine[k, j]]:starts[fine[k, j] + 1]]] += 1.0 / d
+            order, starts = coarse_members[j]
+            shared[order[starts[coarse[k, j]]:starts[coarse[k, j] + 1]]] += 1.0
+        drawn += pair_weight * shared * (shared - 1.0) / 2.0
     return out
 
 

@@ -186,12 +186,30 @@ def test_herded_sample_follows_the_weights_closer_than_independent_draws():
 
     herded = errors(herded_indices(points, u, 500))
     independent = np.median([errors(rng.choice(5000, 500, p=u)) for _ in range(20)], axis=0)
-    assert herded[0] <= 0.25 * independent[0]  # measured 0.019 against 0.15
-    assert herded[1] <= 0.1 * independent[1]  # measured 0.0007 against 0.04
+    assert herded[0] <= 0.25 * independent[0]  # measured 0.021 against 0.15
+    assert herded[1] <= 0.1 * independent[1]  # measured 0.0013 against 0.04
     # four points in distinct cells: each is picked in proportion to its weight, to within 2 rows
     picks = herded_indices(np.array([[-0.9, -0.9], [-0.3, 0.3], [0.3, -0.3], [0.9, 0.9]]),
                            np.array([0.1, 0.2, 0.3, 0.4]), 1000)
     np.testing.assert_allclose(np.bincount(picks, minlength=4), [100, 200, 300, 400], atol=2)
+
+
+def test_herding_keeps_the_two_way_table_of_a_category_and_a_flag():
+    """A 4-level category, a 0/1 flag whose rate depends on it, and a continuous column: the
+    herded picks' 4 x 2 table matches the weighted candidates' to within 0.003 in every cell
+    (measured 0.0003; independent draws of 2000 rows: median worst cell 0.012). With one-way
+    marginals and correlations alone in the kernel, a rate within a category moved by 0.11 on
+    issue 14's table."""
+    rng = np.random.default_rng(8)
+    region, flag, x = rng.integers(0, 4, 4000), rng.integers(0, 2, 4000), rng.uniform(-1, 1, 4000)
+    points = np.column_stack([-1 + 2 * region / 3, -1 + 2 * flag, x])
+    rate = np.array([0.1, 0.3, 0.5, 0.7])[region]
+    u = np.where(flag == 1, rate, 1 - rate) * np.array([0.4, 0.3, 0.2, 0.1])[region] * (1 + 0.5 * x * (2 * flag - 1))
+    u /= u.sum()
+    cell = region * 2 + flag
+    picks = herded_indices(points, u, 2000)
+    got = np.bincount(cell[picks], minlength=8) / 2000
+    assert np.abs(got - np.bincount(cell, weights=u, minlength=8)).max() <= 0.003
 
 
 def test_sample_records_herds_up_to_its_limit_and_draws_independently_above(rng):
