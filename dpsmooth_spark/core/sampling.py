@@ -78,6 +78,12 @@ def herded_indices(points: np.ndarray, weights: np.ndarray, rows: int,
     return out
 
 
+def herds(rows: int, herding_rows: int) -> bool:
+    """Whether :func:`sample_records` picks ``rows`` records by herding (``herding_rows``: its
+    limit; 0 never)."""
+    return 0 < rows <= herding_rows
+
+
 def sample_records(
     candidates: np.ndarray,
     weights: np.ndarray,
@@ -104,7 +110,7 @@ def sample_records(
     """
     if rows < 0:
         raise ValueError("rows must be >= 0")
-    if 0 < rows <= herding_rows:
+    if herds(rows, herding_rows):
         picked = candidates[herded_indices(candidates, weights, rows)]
     else:
         picked = np.repeat(candidates, rng.multinomial(rows, weights / weights.sum()), axis=0)

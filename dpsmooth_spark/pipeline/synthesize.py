@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from dpsmooth_spark.config import ReleaseConfig
+from dpsmooth_spark.core.sampling import herds
 from dpsmooth_spark.mechanisms.smooth_pca import (
     NoisySummary,
     fit_from_summary,
@@ -90,7 +91,7 @@ def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
     }
     output = {"rows": rows, "distinct_rows": distinct,
               "sampled_on": "executors" if on_executors else "driver",
-              "candidates_picked_by": "kernel herding" if not on_executors and rows <= params.herding_rows
+              "candidates_picked_by": "kernel herding" if not on_executors and herds(rows, params.herding_rows)
               else "independent draws",
               "files": "data/*.parquet, summary.json (DP noisy summary), manifest.json"}
     manifest = run.manifest(accountant, mechanism, output, result.timings)

@@ -343,11 +343,10 @@ def release_summary(
     summary = _release_marginals(sums, bounds, params, accountant, noise, noisy_count,
                                  accountant.share(marginal_share), nullable)
     if summary.null_counts is None and summary.histograms is not None:
-        count_std = noise_std(accountant.noise_scale(sensitivity.count_sensitivity(),
-                                                     accountant.share(params.count_fraction)), accountant)
+        count_scale = next(c.scale for c in accountant.charges if c.stage == "count")
         summary.count_alone = noisy_count
-        summary.noisy_count = pooled_count(noisy_count, count_std, summary.histograms,
-                                           summary.histogram_noise_std)
+        summary.noisy_count = pooled_count(noisy_count, noise_std(count_scale, accountant),
+                                           summary.histograms, summary.histogram_noise_std)
     if basis.size:
         noisy_sums, scale = release_basis_sums(sums.basis_sums(basis), accountant.share(share),
                                                accountant, noise)
