@@ -34,6 +34,11 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import logsumexp
 
+from dpsmooth_spark.core.function_values import FunctionValues
+
+Values = np.ndarray | FunctionValues
+"""``W``: a dense ``(R, C)`` array or the structured operator of ``core.function_values``."""
+
 SMOOTHING = 1e-4
 """``||z_G||`` is computed as ``sqrt(||z_G||^2 + SMOOTHING^2)`` (z in z-score units): the dual is
 then smooth at a group that the prior already fits, at a cost below 1e-4 in each group's norm."""
@@ -73,25 +78,27 @@ class ClosestFit:
     iterations: int
 
 
-def _times(w: np.ndarray, u: np.ndarray) -> np.ndarray:
+def _times(w: Values, u: np.ndarray) -> np.ndarray:
     """``W u`` in ``W``'s precision (no float64 copy of a float32 ``W``), as float64."""
     return (w @ u.astype(w.dtype, copy=False)).astype(np.float64)
 
 
-def _noise_units(w: np.ndarray, sigma: np.ndarray) -> np.ndarray:
+def _noise_units(w: Values, sigma: np.ndarray) -> np.ndarray:
     """``W / sigma`` row by row as float32; ``W`` itself when it is float32 and ``sigma = 1``."""
     if w.dtype == np.float32 and np.all(sigma == 1.0):
         return w
+    if not isinstance(w, np.ndarray):
+        raise TypeError("an operator W (core.function_values) must come in noise units (sigma = 1)")
     return np.multiply(w, (1.0 / sigma)[:, None], dtype=np.float32)
 
 
-def chi_square(w: np.ndarray, u: np.ndarray, b: np.ndarray, sigma: np.ndarray | float) -> float:
+def chi_square(w: Values, u: np.ndarray, b: np.ndarray, sigma: np.ndarray | float) -> float:
     """``sum ((W u - b) / sigma)^2``."""
     z = (_times(w, u) - b) / sigma
     return float(z @ z)
 
 
-def group_chi_square(w: np.ndarray, u: np.ndarray, b: np.ndarray, sigma: np.ndarray,
+def group_chi_square(w: Values, u: np.ndarray, b: np.ndarray, sigma: np.ndarray,
                      groups: np.ndarray) -> np.ndarray:
     """Chi-square of each group (``groups``: ``(R,)`` labels ``0 .. G-1``)."""
     z = (_times(w, u) - b) / sigma
@@ -99,13 +106,14 @@ def group_chi_square(w: np.ndarray, u: np.ndarray, b: np.ndarray, sigma: np.ndar
 
 
 def maxent_projection(
-    w: np.ndarray,
+    w: Values,
     b: np.ndarray,
     sigma: np.ndarray | float,
     targets: np.ndarray,
     groups: np.ndarray | None = None,
     log_prior: np.ndarray | None = None,
     max_iterations: int = 500,
+    bounds: np.ndarray | None = None,
 ) -> MaxEntFit:
     """The distribution on the columns of ``w`` closest to the prior within every group's target.
 
@@ -117,6 +125,8 @@ def maxent_projection(
         groups: ``(R,)`` group label of each answer, ``0 .. G-1``; one group when ``None``.
         log_prior: ``(C,)`` log prior weights (normalised or not); uniform when ``None``.
         max_iterations: L-BFGS iteration cap.
+        bounds: ``(R,)`` largest ``|W u - b| / sigma`` each answer may keep (``inf``: none), or
+            ``None``: the group targets alone (see :func:`fit_within_noise`).
     """
     r, c = w.shape
     b = np.asarray(b, dtype=np.float64)
@@ -128,8 +138,10 @@ def maxent_projection(
     log_u0 = np.zeros(c) if log_prior is None else np.asarray(log_prior, dtype=np.float64)
     log_u0 = log_u0 - logsumexp(log_u0)
     u0 = np.exp(log_u0)
-    chi0 = group_chi_square(w, u0, b, sigma, groups)
-    if np.all(chi0 <= radius**2):
+    z_prior = (_times(w, u0) - b) / sigma
+    chi0 = np.bincount(groups, weights=z_prior * z_prior, minlength=radius.size)
+    box = None if bounds is None else np.broadcast_to(np.asarray(bounds, dtype=np.float64), (r,))
+    if np.all(chi0 <= radius**2) and (box is None or np.all(np.abs(z_prior) <= box)):
         return MaxEntFit(u0, float(chi0.sum()), 0.0, 0, True)
     # The dual variable is scaled by sigma so that every coordinate has the units of a z-score.
     # The two products with W per step run in float32 (half the time and memory of float64);
@@ -151,12 +163,39 @@ def maxent_projection(
         grad = bs - (ws @ u.astype(np.float32)).astype(np.float64) + (radius / norms)[groups] * z
         return log_z + float(bs @ z) + float(radius @ norms), grad
 
+    boxed_rows = None if box is None else np.flatnonzero(np.isfinite(box))
+    if boxed_rows is not None and boxed_rows.size == 0:
+        box = boxed_rows = None
+
+    def boxed(x: np.ndarray) -> tuple[float, np.ndarray]:
+        # Balls and boxes together: the dual variable is split, y = z + v, with z paying the
+        # balls' support function and v (on the bounded answers) the boxes' (sum bound_r |v_r|,
+        # smoothed like the norms).
+        z, v = x[:r], x[r:]
+        y = z.copy()
+        y[boxed_rows] += v
+        u, log_z = weights(y)
+        norms = np.sqrt(np.bincount(groups, weights=z * z, minlength=size) + SMOOTHING**2)
+        lengths = np.sqrt(v * v + SMOOTHING**2)
+        common = bs - (ws @ u.astype(np.float32)).astype(np.float64)
+        grad = np.concatenate([common + (radius / norms)[groups] * z,
+                               common[boxed_rows] + box[boxed_rows] * v / lengths])
+        value = log_z + float(bs @ y) + float(radius @ norms) + float(box[boxed_rows] @ lengths)
+        return value, grad
+
     # Start along the direction that lowers the objective from the (non-smooth) origin.
     step = _times(ws, u0) - bs
     z0 = 1e-3 * step / max(float(np.linalg.norm(step)), 1e-300)
-    res = minimize(objective, z0, jac=True, method="L-BFGS-B",
-                   options={"maxiter": max_iterations, "gtol": 1e-7, "ftol": 1e-11})
-    u, _ = weights(res.x)
+    if box is None:
+        res = minimize(objective, z0, jac=True, method="L-BFGS-B",
+                       options={"maxiter": max_iterations, "gtol": 1e-7, "ftol": 1e-11})
+        u, _ = weights(res.x)
+    else:
+        res = minimize(boxed, np.concatenate([z0, z0[boxed_rows]]), jac=True, method="L-BFGS-B",
+                       options={"maxiter": max_iterations, "gtol": 1e-7, "ftol": 1e-11})
+        y = res.x[:r].copy()
+        y[boxed_rows] += res.x[r:]
+        u, _ = weights(y)
     positive = u > 0
     kl = float(np.sum(u[positive] * (np.log(u[positive]) - log_u0[positive])))
     return MaxEntFit(u, chi_square(w, u, b, sigma), kl, int(res.nit), bool(res.success))
@@ -171,7 +210,7 @@ def project_to_simplex(v: np.ndarray) -> np.ndarray:
 
 
 def closest_fit(
-    w: np.ndarray,
+    w: Values,
     b: np.ndarray,
     sigma: np.ndarray | float,
     groups: np.ndarray | None = None,
@@ -256,7 +295,7 @@ def closest_fit(
 
 
 def fit_within_noise(
-    w: np.ndarray,
+    w: Values,
     b: np.ndarray,
     sigma: np.ndarray | float,
     groups: np.ndarray | None = None,
@@ -265,6 +304,7 @@ def fit_within_noise(
     tolerance: float | np.ndarray = 1.0,
     max_iterations: int = 200,
     timings: dict[str, float] | None = None,
+    answer_bound: float | np.ndarray | None = None,
 ) -> tuple[MaxEntFit, ClosestFit]:
     """:func:`closest_fit`, then :func:`maxent_projection` with targets it makes feasible.
 
@@ -276,6 +316,13 @@ def fit_within_noise(
     is within ``tolerance |G| / (1 + slack)``. The dual gets at most ``max_iterations`` L-BFGS
     steps: where it has not converged by then, :func:`within_targets` brings its weights back
     within the targets. ``timings``, when given, receives the seconds of each step.
+
+    ``answer_bound`` (one number, or one per answer with ``inf`` for none) adds a box to the
+    balls: no answer may stay more than ``max(answer_bound, sqrt(1 + slack) |z_closest|)`` noise
+    units from its measurement. With the
+    balls alone the fit leaves a group's whole slack on the answers that need the largest tilt
+    from the prior (the residual of each answer is proportional to its dual variable), so its
+    strongest relation comes back weakened by up to ``sqrt(|G|)`` noise units.
 
     Returns:
         ``(maximum-entropy fit, closest fit)``.
@@ -289,20 +336,24 @@ def fit_within_noise(
     targets = np.maximum(tolerance * sizes,
                          (1.0 + slack) * group_chi_square(w, closest.weights, b, sigma, groups))
     targets = np.maximum(targets, 1e-6 * sizes)  # keep every ball non-degenerate
+    bounds = None
+    if answer_bound is not None:
+        z_closest = (_times(w, closest.weights) - b) / sigma
+        bounds = np.maximum(answer_bound, np.sqrt(1.0 + slack) * np.abs(z_closest))
     middle = time.perf_counter()
-    projected = maxent_projection(w, b, sigma, targets, groups, log_prior, max_iterations)
-    fit = within_targets(projected, closest.weights, w, b, sigma, targets, groups, log_prior)
+    projected = maxent_projection(w, b, sigma, targets, groups, log_prior, max_iterations, bounds)
+    fit = within_targets(projected, closest.weights, w, b, sigma, targets, groups, log_prior, bounds)
     if timings is not None:
         timings["closest"] = middle - clock
         timings["maxent"] = time.perf_counter() - middle
     return fit, closest
 
 
-def within_targets(fit: MaxEntFit, feasible: np.ndarray, w: np.ndarray, b: np.ndarray,
+def within_targets(fit: MaxEntFit, feasible: np.ndarray, w: Values, b: np.ndarray,
                    sigma: np.ndarray, targets: np.ndarray, groups: np.ndarray,
-                   log_prior: np.ndarray | None) -> MaxEntFit:
-    """The point of the segment from ``feasible`` (a distribution within every target) to
-    ``fit.weights`` that is within every target and closest to the prior.
+                   log_prior: np.ndarray | None, bounds: np.ndarray | None = None) -> MaxEntFit:
+    """The point of the segment from ``feasible`` (a distribution within every target and
+    ``bounds``) to ``fit.weights`` that is within every target and bound and closest to the prior.
 
     When the dual solver stops before it converges (its iteration cap at high precision), its
     weights may miss some targets by far; the targets are convex in ``u``, so the part of the
@@ -312,7 +363,9 @@ def within_targets(fit: MaxEntFit, feasible: np.ndarray, w: np.ndarray, b: np.nd
     sigma = np.broadcast_to(np.asarray(sigma, dtype=np.float64), b.shape)
     z_end = (_times(w, fit.weights) - b) / sigma
     size = targets.size
-    if np.all(np.bincount(groups, weights=z_end * z_end, minlength=size) <= targets * (1 + 1e-6)):
+    box = np.inf if bounds is None else np.asarray(bounds, dtype=np.float64)
+    if (np.all(np.bincount(groups, weights=z_end * z_end, minlength=size) <= targets * (1 + 1e-6))
+            and np.all(np.abs(z_end) <= box * (1 + 1e-6))):
         return fit
     z0 = (_times(w, feasible) - b) / sigma
     dz = z_end - z0
@@ -323,7 +376,9 @@ def within_targets(fit: MaxEntFit, feasible: np.ndarray, w: np.ndarray, b: np.nd
     disc = np.maximum(qb * qb - qa * (qc - targets), 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         roots = np.where(qa > 0, (-qb + np.sqrt(disc)) / qa, np.inf)
-    reach = float(np.clip(np.min(roots), 0.0, 1.0))
+    with np.errstate(divide="ignore", invalid="ignore"):  # |z0 + t dz| <= bound, answer by answer
+        edges = np.where(dz != 0, (np.sign(dz) * box - z0) / dz, np.inf)
+    reach = float(np.clip(min(np.min(roots), np.min(edges, initial=np.inf)), 0.0, 1.0))
     log_u0 = np.zeros(feasible.size) if log_prior is None else np.asarray(log_prior, dtype=np.float64)
     log_u0 = log_u0 - logsumexp(log_u0)
     direction = fit.weights - feasible

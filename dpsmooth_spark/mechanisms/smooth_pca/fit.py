@@ -5,7 +5,9 @@ noisy answers in chi-square (``core.maxent.closest_fit``, accelerated projected 
 certifies what the candidates can reach. Then the distribution closest (in KL) to the
 independent-columns prior among those whose chi-square to the measurements is, in each group, at
 most ``max(|G|, (1 + slack) chi2_G(u_closest))``: within the noise when the candidates allow it,
-else as close as the closest fit got. Relations the measurements cannot tell from noise stay
+else as close as the closest fit got; and every answer within ``answer_bound`` noise units of
+its measurement (a histogram cell: or as far as the prior has it), so that no group's slack sits
+on its strongest relation. Relations the measurements cannot tell from noise stay
 independent, and mass stays spread over the candidates.
 
 With ``fit: lp``: the paper's reduced LP ``min ||W u - b||_1, u >= 0, sum u = 1`` (OR-Tools,
@@ -22,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dpsmooth_spark.core.basis import HistogramBasis
+from dpsmooth_spark.core.function_values import FunctionValues
 from dpsmooth_spark.core.lp import solve_l1_fit
 from dpsmooth_spark.core.maxent import fit_within_noise
 from dpsmooth_spark.mechanisms.smooth_pca.candidates import Candidates, make_candidates
@@ -69,21 +72,24 @@ class SynthesisResult:
         return round(1.0 / float(np.sum(self.weights**2)))
 
 
-def fit_weights(a: np.ndarray, z: np.ndarray, sigma: np.ndarray, groups: np.ndarray,
+def fit_weights(a: FunctionValues, z: np.ndarray, sigma: np.ndarray, groups: np.ndarray,
                 tolerance: np.ndarray, support: Candidates, params: SmoothPCAParams,
-                timings: dict[str, float] | None = None) -> tuple[np.ndarray, np.ndarray, float]:
+                timings: dict[str, float] | None = None,
+                bound: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, float]:
     """``(weights, u_ref, KL to the prior)`` from the basis values at the candidates in noise
     units (``a = W / sigma``, ``(R, C)``, and ``z = b / sigma``); ``u_ref`` is the closest fit
-    (``maxent``) or the LP's solution (``lp``)."""
+    (``maxent``) or the LP's solution (``lp``). ``bound``: each answer's largest residual in
+    noise units (``inf``: none), or ``None``."""
     if params.fit == "maxent":
         projected, closest = fit_within_noise(a, z, 1.0, groups, support.log_prior,
-                                              params.fit_slack, tolerance, timings=timings)
+                                              params.fit_slack, tolerance, timings=timings,
+                                              answer_bound=bound)
         return projected.weights, closest.weights, projected.kl
     # The LP's rows are scaled back by one constant (the noise's geometric mean), which leaves
     # its optimum as it is: in z-scores, entries reach 1e4-1e5 at 10^6 rows and GLOP then
     # stops ABNORMAL.
     scale = float(np.exp(np.mean(np.log(sigma))))
-    lp = solve_l1_fit(a.astype(np.float64) * scale, z * scale, solver=params.lp_solver)
+    lp = solve_l1_fit(a.dense().astype(np.float64) * scale, z * scale, solver=params.lp_solver)
     prior = np.exp(support.log_prior - support.log_prior.max())
     prior /= prior.sum()
     positive = lp.weights > 0
@@ -91,19 +97,13 @@ def fit_weights(a: np.ndarray, z: np.ndarray, sigma: np.ndarray, groups: np.ndar
     return lp.weights, lp.weights, kl
 
 
-def noise_scaled_values(found: list[Measurement], points: np.ndarray, block: int = 8192) -> np.ndarray:
-    """``(R, C)`` float32 values of every measured function at the candidates, each row divided
-    by its noise standard deviation (a z-score per unit of probability mass), evaluated in
-    blocks of candidates: no float64 ``R x C`` matrix is ever held (1.2 GB at R = 3000, C = 10^5
-    in float32, half of what float64 would take)."""
-    sizes = [m.values.size for m in found]
-    out = np.empty((sum(sizes), points.shape[0]), dtype=np.float32)
-    inverse = np.concatenate([1.0 / np.broadcast_to(m.std, m.values.shape) for m in found])
-    for start in range(0, points.shape[0], block):
-        chunk = points[start:start + block]
-        values = np.vstack([m.queries.evaluate(chunk) for m in found])
-        out[:, start:start + block] = values * inverse[:, None]
-    return out
+def noise_scaled_values(found: list[Measurement], points: np.ndarray) -> FunctionValues:
+    """The ``R x C`` values of every measured function at the candidates, each row divided by
+    its noise standard deviation (a z-score per unit of probability mass), as an operator that
+    computes its products from the functions' structure (``core.function_values``): no
+    ``R x C`` matrix is held (1.2 GB at R = 3000, C = 10^5 in float32)."""
+    scales = [1.0 / np.broadcast_to(m.std, m.values.shape) for m in found]
+    return FunctionValues.from_functions([m.queries for m in found], scales, points)
 
 
 def _keep_prior_marginals(found: list[Measurement], support: Candidates) -> list[Measurement]:
@@ -119,6 +119,20 @@ def _keep_prior_marginals(found: list[Measurement], support: Candidates) -> list
             m = dataclasses.replace(m, tolerance=np.maximum(m.tolerance, chi2 / bins))
         out.append(m)
     return out
+
+
+def _answer_bounds(found: list[Measurement], a: FunctionValues, z: np.ndarray, support: Candidates,
+                   bound: float | None) -> np.ndarray | None:
+    """Each answer's largest residual (noise units) in the maxent fit: ``bound`` for a relation
+    answer; for a histogram cell ``bound`` or, where the shrunk marginal the candidates were
+    drawn from is further from the noisy cell, that distance (the fit may not move a cell further
+    from its measurement than the prior has it, nor leave a group's slack on a few cells)."""
+    if bound is None:
+        return None
+    prior = np.exp(support.log_prior - support.log_prior.max())
+    z_prior = np.abs(a @ (prior / prior.sum()) - z)
+    cells = np.concatenate([np.full(m.values.size, isinstance(m.queries, HistogramBasis)) for m in found])
+    return np.where(cells, np.maximum(bound, z_prior), bound)
 
 
 def fit_from_summary(summary: NoisySummary, params: SmoothPCAParams, rng: np.random.Generator,
@@ -145,7 +159,8 @@ def fit_from_summary(summary: NoisySummary, params: SmoothPCAParams, rng: np.ran
 
     start = time.perf_counter()
     steps: dict[str, float] = {}
-    weights, reference, kl = fit_weights(a, z, sigma, groups, tolerance, support, params, steps)
+    bound = _answer_bounds(found, a, z, support, params.answer_bound)
+    weights, reference, kl = fit_weights(a, z, sigma, groups, tolerance, support, params, steps, bound)
     timings["fit"] = time.perf_counter() - start
     timings.update({f"fit.{name}": seconds for name, seconds in steps.items()})
 

@@ -44,6 +44,11 @@ class SmoothPCAParams(BaseModel):
             reduced LP alone).
         fit_slack: the maxent fit may exceed the closest fit's chi-square by this factor when the
             noise level cannot be reached on the candidates.
+        answer_bound: largest distance, in noise standard deviations, that the maxent fit may
+            leave between any answer and its measurement, on top of each group's chi-square
+            target (a histogram cell: this or its distance under the prior, if larger);
+            ``null``: the group targets alone, which let the fit leave a group's whole slack on
+            its strongest relation (up to ``sqrt(|G|)`` sigma). 2.5 holds 97% of Laplace draws.
         marginal_cells: grid cells per column for the private one-way marginals.
         marginal_tolerance: ``null``: each noisy histogram shrunk towards uniform by the
             James-Stein factor (kept where it is clear, uniform where it is noise); a number:
@@ -81,6 +86,7 @@ class SmoothPCAParams(BaseModel):
     directions_fraction: float = Field(default=0.1, gt=0, lt=0.9)
     fit: Literal["maxent", "lp"] = "maxent"
     fit_slack: float = Field(default=0.05, ge=0, le=10)
+    answer_bound: float | None = Field(default=2.5, gt=0, le=100)
     marginal_cells: int = Field(default=256, ge=4, le=65_536)
     marginal_tolerance: float | None = Field(default=None, ge=0, le=10)
     copula_share: float = Field(default=0.5, ge=0, le=1)

@@ -1,0 +1,199 @@
+"""The measured functions' values at the candidates, as a linear operator that is never stored.
+
+The fit needs two products per step with ``A`` (``R x C``: function ``r`` at candidate ``c``,
+divided by the answer's noise): ``A u`` and ``A^T y``. Stored dense, ``A`` takes 714 MB at
+R = 1785, C = 10^5 (float32) and each product streams all of it from memory. Every function the
+smooth mechanism measures has structure that makes both products cheaper:
+
+* a pair term ``T_r(x_i) T_s(x_j)`` is a product of two one-way factors, so ``A u`` for all of
+  them is entries of ``Z^T diag(u) Z`` and ``A^T y`` is ``diag(Z M Z^T)`` with ``M`` holding
+  ``y`` at those entries: two GEMMs over the ``C x m`` table ``Z`` of the factors that appear
+  in pairs (``m`` = 60 for the degree-3 pair terms at d = 30), whatever the number of pairs;
+  a one-way term ``T_r(x_i)`` is a column of such a table (a GEMV);
+* a histogram cell is an indicator: a sparse matrix with one entry per candidate and column;
+* anything else (the few PSI directions) is kept dense.
+
+Products are float32, as the dense matrix was.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from dpsmooth_spark.core.basis import BasisSet, HistogramBasis, chebyshev_table, histogram_cell
+
+
+@dataclass(frozen=True)
+class _Products:
+    """Rows ``scale_r * T_a(x_i)`` (one factor) and ``scale_r * T_a(x_i) T_b(x_j)`` (two)."""
+
+    single: np.ndarray  # (C, s) float32: the one-factor functions' factors, in row order
+    single_rows: np.ndarray
+    pair_factors: np.ndarray  # (C, p) float32: every factor that appears in a pair
+    pair_rows: np.ndarray
+    left: np.ndarray  # columns of pair_factors
+    right: np.ndarray
+    scale: np.ndarray  # (R_b,) float64
+
+    def times(self, u: np.ndarray) -> np.ndarray:
+        out = np.empty(self.scale.size)
+        out[self.single_rows] = self.single.T @ u
+        if self.pair_rows.size:
+            factors = self.pair_factors
+            gram = factors.T @ (factors * u[:, None])
+            out[self.pair_rows] = gram[self.left, self.right]
+        return out * self.scale
+
+    def transposed_times(self, y: np.ndarray) -> np.ndarray:
+        y = y * self.scale
+        out = self.single @ y[self.single_rows].astype(np.float32)
+        if self.pair_rows.size:
+            factors = self.pair_factors
+            p = factors.shape[1]
+            middle = np.zeros(p * p)
+            np.add.at(middle, self.left * p + self.right, y[self.pair_rows])
+            product = factors @ middle.reshape(p, p).astype(np.float32)
+            out += np.einsum("cm,cm->c", product, factors)
+        return out
+
+    def dense(self) -> np.ndarray:
+        out = np.empty((self.scale.size, self.single.shape[0]), dtype=np.float32)
+        out[self.single_rows] = self.single.T
+        out[self.pair_rows] = (self.pair_factors[:, self.left] * self.pair_factors[:, self.right]).T
+        return out * self.scale[:, None].astype(np.float32)
+
+
+@dataclass(frozen=True)
+class _Sparse:
+    """Rows of a sparse matrix (histogram indicators), with its transpose kept for ``A^T y``."""
+
+    matrix: sp.csr_matrix
+    transposed: sp.csr_matrix
+
+    def times(self, u: np.ndarray) -> np.ndarray:
+        return (self.matrix @ u).astype(np.float64)
+
+    def transposed_times(self, y: np.ndarray) -> np.ndarray:
+        return self.transposed @ y.astype(np.float32)
+
+    def dense(self) -> np.ndarray:
+        return self.matrix.toarray()
+
+
+@dataclass(frozen=True)
+class _Dense:
+    values: np.ndarray  # (R_k, C) float32
+
+    def times(self, u: np.ndarray) -> np.ndarray:
+        return (self.values @ u).astype(np.float64)
+
+    def transposed_times(self, y: np.ndarray) -> np.ndarray:
+        return self.values.T @ y.astype(np.float32)
+
+    def dense(self) -> np.ndarray:
+        return self.values
+
+
+def _products(basis: BasisSet, points: np.ndarray, scale: np.ndarray) -> _Products | None:
+    nonzero = (basis.indices != 0).sum(axis=1)
+    if basis.size == 0 or nonzero.max() > 2 or nonzero.min() < 1:
+        return None
+    table = chebyshev_table(points, basis.degree)  # (C, d, g + 1)
+    factors = [[(int(i), int(idx[i])) for i in np.nonzero(idx)[0]] for idx in basis.indices]
+    single_rows = np.flatnonzero(nonzero == 1)
+    pair_rows = np.flatnonzero(nonzero == 2)
+    used = sorted({f for row in pair_rows for f in factors[row]})
+    column = {f: k for k, f in enumerate(used)}
+
+    def table_of(keys: list[tuple[int, int]]) -> np.ndarray:
+        out = np.empty((points.shape[0], len(keys)), dtype=np.float32)
+        for k, (i, r) in enumerate(keys):
+            out[:, k] = table[:, i, r]
+        return out
+
+    return _Products(
+        single=table_of([factors[row][0] for row in single_rows]),
+        single_rows=single_rows,
+        pair_factors=table_of(used),
+        pair_rows=pair_rows,
+        left=np.array([column[factors[row][0]] for row in pair_rows], dtype=np.int64),
+        right=np.array([column[factors[row][1]] for row in pair_rows], dtype=np.int64),
+        scale=scale,
+    )
+
+
+def _indicators(histograms: HistogramBasis, points: np.ndarray, scale: np.ndarray) -> _Sparse:
+    c = points.shape[0]
+    cells = histogram_cell(points, histograms.bins) + histograms.bins * np.arange(histograms.d)
+    rows = cells.T.ravel()
+    cols = np.tile(np.arange(c), histograms.d)
+    data = np.asarray(scale, dtype=np.float64)[rows].astype(np.float32)
+    matrix = sp.csr_matrix((data, (rows, cols)), shape=(histograms.size, c))
+    return _Sparse(matrix, matrix.T.tocsr())
+
+
+class FunctionValues:
+    """``A = diag(scale) W`` (``R x C``) for measured functions ``W`` at candidate points,
+    with ``A @ u`` and ``A.T @ y`` computed from its structure (see the module docstring).
+
+    Build it with :meth:`from_functions`; ``dense()`` materialises it (for the LP and tests).
+    """
+
+    dtype = np.dtype(np.float32)
+
+    def __init__(self, blocks: list, sizes: list[int], candidates: int) -> None:
+        self._blocks = blocks
+        self._offsets = np.cumsum([0, *sizes])
+        self.shape = (int(self._offsets[-1]), candidates)
+
+    @classmethod
+    def from_functions(cls, functions: list, scales: list[np.ndarray], points: np.ndarray) -> FunctionValues:
+        """``functions[k]`` (a :class:`BasisSet`, :class:`HistogramBasis` or anything with
+        ``evaluate(points) -> (R_k, C)``) at ``points`` (``(C, d)``), row ``r`` of block ``k``
+        multiplied by ``scales[k][r]``."""
+        blocks, sizes = [], []
+        for queries, scale in zip(functions, scales):
+            scale = np.asarray(scale, dtype=np.float64)
+            block = None
+            if isinstance(queries, BasisSet):
+                block = _products(queries, points, scale)
+            elif isinstance(queries, HistogramBasis):
+                block = _indicators(queries, points, scale)
+            if block is None:
+                block = _Dense((queries.evaluate(points) * scale[:, None]).astype(np.float32))
+            blocks.append(block)
+            sizes.append(scale.size)
+        return cls(blocks, sizes, points.shape[0])
+
+    def __matmul__(self, u: np.ndarray) -> np.ndarray:
+        """``A u`` (float64, ``(R,)``) for ``u`` of shape ``(C,)``."""
+        u = np.asarray(u, dtype=np.float32)
+        return np.concatenate([block.times(u) for block in self._blocks])
+
+    def transposed_times(self, y: np.ndarray) -> np.ndarray:
+        """``A^T y`` (float32, ``(C,)``) for ``y`` of shape ``(R,)``."""
+        y = np.asarray(y, dtype=np.float64)
+        out = np.zeros(self.shape[1], dtype=np.float32)
+        for block, start, stop in zip(self._blocks, self._offsets[:-1], self._offsets[1:]):
+            out += block.transposed_times(y[start:stop])
+        return out
+
+    @property
+    def T(self) -> _Transposed:
+        """``A.T``, for ``A.T @ y``."""
+        return _Transposed(self)
+
+    def dense(self) -> np.ndarray:
+        """``A`` as a float32 array (``R x C``): for the LP and for tests."""
+        return np.vstack([block.dense() for block in self._blocks])
+
+
+@dataclass(frozen=True)
+class _Transposed:
+    values: FunctionValues
+
+    def __matmul__(self, y: np.ndarray) -> np.ndarray:
+        return self.values.transposed_times(y)
