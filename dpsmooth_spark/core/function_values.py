@@ -6,9 +6,10 @@ R = 1785, C = 10^5 (float32) and each product streams all of it from memory. Eve
 smooth mechanism measures has structure that makes both products cheaper:
 
 * a pair term ``T_r(x_i) T_s(x_j)`` is a product of two one-way factors, so ``A u`` for all of
-  them is entries of ``Z^T diag(u) Z`` and ``A^T y`` is ``diag(Z M Z^T)`` with ``M`` holding
-  ``y`` at those entries: two GEMMs over the ``C x m`` table ``Z`` of the factors that appear
-  in pairs (``m`` = 60 for the degree-3 pair terms at d = 30), whatever the number of pairs;
+  them is entries of ``L^T diag(u) Z`` and ``A^T y`` is ``diag(L M Z^T)`` with ``M`` holding
+  ``y`` at those entries: two GEMMs over the tables ``L`` and ``Z`` of the factors that appear
+  in pairs, on the left and on the right (30 and 60 of them for the degree-3 pair terms at
+  d = 30), whatever the number of pairs;
   a one-way term ``T_r(x_i)`` is a column of such a table (a GEMV);
 * a histogram cell is an indicator: a sparse matrix with one entry per candidate and column;
 * anything else (the few PSI directions) is kept dense.
@@ -28,59 +29,66 @@ from dpsmooth_spark.core.basis import BasisSet, HistogramBasis, chebyshev_table,
 
 @dataclass(frozen=True)
 class _Products:
-    """Rows ``scale_r * T_a(x_i)`` (one factor) and ``scale_r * T_a(x_i) T_b(x_j)`` (two)."""
+    """Rows ``scale_r * T_a(x_i)`` (one factor) and ``scale_r * T_a(x_i) T_b(x_j)`` (two).
 
-    single: np.ndarray  # (C, s) float32: the one-factor functions' factors, in row order
+    Factor tables are stored one factor per row (``(k, C)``, C contiguous), which the BLAS runs
+    faster than ``(C, k)`` for products over the long C axis. A pair's factors are split into a
+    left one (the lower degree) and a right one, so that the weighted gram holds only the
+    left x right blocks the pairs use: for the degree-3 pair terms, 30 ``T_1`` rows against
+    60 ``T_1, T_2`` rows instead of all 60 x 60 (half the flops).
+    """
+
+    single: np.ndarray  # (s, C) float32: the one-factor functions' factors, in row order
     single_rows: np.ndarray
-    pair_factors: np.ndarray  # (C, p) float32: every factor that appears in a pair
+    left_factors: np.ndarray  # (l, C) float32: every factor on the left of a pair
+    right_factors: np.ndarray  # (k, C) float32: every factor on the right of a pair
     pair_rows: np.ndarray
-    left: np.ndarray  # columns of pair_factors
-    right: np.ndarray
+    left: np.ndarray  # rows of left_factors
+    right: np.ndarray  # rows of right_factors
     scale: np.ndarray  # (R_b,) float64
 
     def times(self, u: np.ndarray) -> np.ndarray:
         out = np.empty(self.scale.size)
-        out[self.single_rows] = self.single.T @ u
+        out[self.single_rows] = self.single @ u
         if self.pair_rows.size:
-            factors = self.pair_factors
-            gram = factors.T @ (factors * u[:, None])
+            gram = (self.left_factors * u) @ self.right_factors.T
             out[self.pair_rows] = gram[self.left, self.right]
         return out * self.scale
 
     def transposed_times(self, y: np.ndarray) -> np.ndarray:
         y = y * self.scale
-        out = self.single @ y[self.single_rows].astype(np.float32)
+        out = y[self.single_rows].astype(np.float32) @ self.single
         if self.pair_rows.size:
-            factors = self.pair_factors
-            p = factors.shape[1]
-            middle = np.zeros(p * p)
-            np.add.at(middle, self.left * p + self.right, y[self.pair_rows])
-            product = factors @ middle.reshape(p, p).astype(np.float32)
-            out += np.einsum("cm,cm->c", product, factors)
+            l, k = self.left_factors.shape[0], self.right_factors.shape[0]
+            middle = np.zeros(l * k)
+            np.add.at(middle, self.left * k + self.right, y[self.pair_rows])
+            product = middle.reshape(l, k).T.astype(np.float32) @ self.left_factors  # (k, C)
+            out += np.einsum("kc,kc->c", product, self.right_factors)
         return out
 
     def dense(self) -> np.ndarray:
-        out = np.empty((self.scale.size, self.single.shape[0]), dtype=np.float32)
-        out[self.single_rows] = self.single.T
-        out[self.pair_rows] = (self.pair_factors[:, self.left] * self.pair_factors[:, self.right]).T
+        out = np.empty((self.scale.size, self.single.shape[1]), dtype=np.float32)
+        out[self.single_rows] = self.single
+        out[self.pair_rows] = self.left_factors[self.left] * self.right_factors[self.right]
         return out * self.scale[:, None].astype(np.float32)
 
 
 @dataclass(frozen=True)
 class _Sparse:
-    """Rows of a sparse matrix (histogram indicators), with its transpose kept for ``A^T y``."""
+    """Rows of a sparse matrix (histogram indicators), kept as its transpose in CSR form
+    (``C x R``): ``A^T y`` is then a CSR product and ``A u`` a CSC one, both faster than the
+    ``R x C`` CSR product (a gather over C per row) that ``A u`` would otherwise be."""
 
-    matrix: sp.csr_matrix
     transposed: sp.csr_matrix
 
     def times(self, u: np.ndarray) -> np.ndarray:
-        return (self.matrix @ u).astype(np.float64)
+        return (self.transposed.T @ u).astype(np.float64)
 
     def transposed_times(self, y: np.ndarray) -> np.ndarray:
         return self.transposed @ y.astype(np.float32)
 
     def dense(self) -> np.ndarray:
-        return self.matrix.toarray()
+        return self.transposed.T.toarray()
 
 
 @dataclass(frozen=True)
@@ -102,25 +110,30 @@ def _products(basis: BasisSet, points: np.ndarray, scale: np.ndarray) -> _Produc
     if basis.size == 0 or nonzero.max() > 2 or nonzero.min() < 1:
         return None
     table = chebyshev_table(points, basis.degree)  # (C, d, g + 1)
-    factors = [[(int(i), int(idx[i])) for i in np.nonzero(idx)[0]] for idx in basis.indices]
+    # (column, degree) factors of each row; a pair's lower-degree factor first (its left one)
+    factors = [sorted(((int(i), int(idx[i])) for i in np.nonzero(idx)[0]), key=lambda f: (f[1], f[0]))
+               for idx in basis.indices]
     single_rows = np.flatnonzero(nonzero == 1)
     pair_rows = np.flatnonzero(nonzero == 2)
-    used = sorted({f for row in pair_rows for f in factors[row]})
-    column = {f: k for k, f in enumerate(used)}
+    lefts = sorted({factors[row][0] for row in pair_rows})
+    rights = sorted({factors[row][1] for row in pair_rows})
 
     def table_of(keys: list[tuple[int, int]]) -> np.ndarray:
-        out = np.empty((points.shape[0], len(keys)), dtype=np.float32)
+        out = np.empty((len(keys), points.shape[0]), dtype=np.float32)
         for k, (i, r) in enumerate(keys):
-            out[:, k] = table[:, i, r]
+            out[k] = table[:, i, r]
         return out
 
+    left_row = {f: k for k, f in enumerate(lefts)}
+    right_row = {f: k for k, f in enumerate(rights)}
     return _Products(
         single=table_of([factors[row][0] for row in single_rows]),
         single_rows=single_rows,
-        pair_factors=table_of(used),
+        left_factors=table_of(lefts),
+        right_factors=table_of(rights),
         pair_rows=pair_rows,
-        left=np.array([column[factors[row][0]] for row in pair_rows], dtype=np.int64),
-        right=np.array([column[factors[row][1]] for row in pair_rows], dtype=np.int64),
+        left=np.array([left_row[factors[row][0]] for row in pair_rows], dtype=np.int64),
+        right=np.array([right_row[factors[row][1]] for row in pair_rows], dtype=np.int64),
         scale=scale,
     )
 
@@ -131,8 +144,7 @@ def _indicators(histograms: HistogramBasis, points: np.ndarray, scale: np.ndarra
     rows = cells.T.ravel()
     cols = np.tile(np.arange(c), histograms.d)
     data = np.asarray(scale, dtype=np.float64)[rows].astype(np.float32)
-    matrix = sp.csr_matrix((data, (rows, cols)), shape=(histograms.size, c))
-    return _Sparse(matrix, matrix.T.tocsr())
+    return _Sparse(sp.csr_matrix((data, (cols, rows)), shape=(c, histograms.size)))
 
 
 class FunctionValues:

@@ -39,6 +39,11 @@ from dpsmooth_spark.core.function_values import FunctionValues
 Values = np.ndarray | FunctionValues
 """``W``: a dense ``(R, C)`` array or the structured operator of ``core.function_values``."""
 
+ENOUGH_EXCESS = 5e-3
+"""The closest fit stops once its groups' chi-squares are above their stopping targets by at most
+this share of the targets' total. At R = 1785, C = 10^5 (the stages benchmark) that is 900
+steps instead of 1340, the total excess 3 instead of 0.8 on targets of 1300."""
+
 SMOOTHING = 1e-4
 """``||z_G||`` is computed as ``sqrt(||z_G||^2 + SMOOTHING^2)`` (z in z-score units): the dual is
 then smooth at a group that the prior already fits, at a cost below 1e-4 in each group's norm."""
@@ -202,11 +207,23 @@ def maxent_projection(
 
 
 def project_to_simplex(v: np.ndarray) -> np.ndarray:
-    """Euclidean projection of ``v`` onto ``{u >= 0, sum u = 1}`` (sort-based, O(C log C))."""
-    s = np.sort(v)[::-1]
-    excess = np.cumsum(s) - 1.0
-    k = int(np.flatnonzero(s * np.arange(1, v.size + 1) > excess)[-1])
-    return np.maximum(v - excess[k] / (k + 1), 0.0)
+    """Euclidean projection of ``v`` onto ``{u >= 0, sum u = 1}``: ``max(v - tau, 0)``.
+
+    ``tau`` by Michelot's algorithm (1986; Condat 2016, "Fast projection onto the simplex"):
+    from the mean, drop the entries at or below ``tau`` and recompute it from those left, until
+    none drops. ``tau`` only grows, so it ends at the exact threshold; 3-11 passes over a
+    shrinking array at C = 10^5, 4-8x faster than the sort this replaced.
+    """
+    if not np.all(np.isfinite(v)):
+        raise ValueError("project_to_simplex: the vector has non-finite entries")
+    active = v
+    tau = (float(active.sum()) - 1.0) / active.size
+    while True:
+        active = active[active > tau]
+        shifted = (float(active.sum()) - 1.0) / active.size
+        if shifted <= tau:
+            return np.maximum(v - tau, 0.0)
+        tau = shifted
 
 
 def closest_fit(
@@ -222,11 +239,12 @@ def closest_fit(
     answer weighed by ``|G| / enough_G`` (its group's target per answer) when ``enough`` is given.
 
     FISTA (Beck and Teboulle 2009) on the simplex with the adaptive restart of O'Donoghue and
-    Candes (2015), products in float32: each step costs two products with ``W`` and a sort of
-    the C weights. It stops once every group's chi-square is at most ``enough`` (nothing is
-    gained below the targets it feeds), when 100 steps lower the groups' total excess over
-    ``enough`` (relative to it; without ``enough``, the chi-square) by less than 0.1%, or after
-    ``max_iterations``. Any point it returns is a distribution, so the chi-squares it
+    Candes (2015), products in float32: each step costs two products with ``W`` and a
+    projection onto the simplex. It stops once the groups' chi-squares exceed ``enough`` by at
+    most ``ENOUGH_EXCESS`` of its total (little is gained below the targets it feeds), when 100
+    steps lower the groups' total excess over ``enough`` (relative to it; without ``enough``,
+    the chi-square) by less than 0.1%, or after ``max_iterations``. Any point it returns is a
+    distribution, so the chi-squares it
     reports are always attainable; more steps only make them smaller.
 
     Args:
@@ -258,6 +276,7 @@ def closest_fit(
         weight = (sizes / scale)[groups]
         weight /= weight.max()
     weight32 = weight.astype(np.float32)
+    enough_total = None if enough is None else float(np.sum(enough))
     # Step 1/L, L = 2 ||D A P||_2^2 with D = diag(sqrt(weight)) and P the projection on
     # {sum d = 0}, the directions the weights move in (the rows' means would otherwise set L, and
     # C times too small a step), from a deterministic power iteration (10% margin).
@@ -286,7 +305,7 @@ def closest_fit(
                 history.append(float(z @ z))
             else:  # progress on what the targets need: each group's excess over enough
                 excess = np.maximum(np.bincount(groups, weights=z * z) - enough, 0.0)
-                if not excess.any():
+                if excess.sum() <= ENOUGH_EXCESS * enough_total:
                     break
                 history.append(float(np.sum(excess / scale)))
             if len(history) > 5 and history[-1] > (1.0 - 1e-3) * history[-6]:

@@ -65,13 +65,20 @@ def test_every_group_ends_within_its_target_and_closer_to_the_prior_than_the_clo
 
 
 def test_simplex_projection_is_the_nearest_distribution(rng):
-    """Checked against the optimality conditions: u = max(v - tau, 0) with one tau."""
-    v = rng.normal(size=50)
-    u = project_to_simplex(v)
-    assert u.sum() == pytest.approx(1.0) and np.all(u >= 0)
-    tau = (v - u)[u > 0]
-    np.testing.assert_allclose(tau, tau[0], atol=1e-12)
-    assert np.all(v[u == 0] <= tau[0] + 1e-12)
+    """Checked against the optimality conditions: u = max(v - tau, 0) with one tau; on spread
+    vectors, on a distribution nudged by a small gradient step (the closest fit's case), and on
+    ties."""
+    cases = [rng.normal(size=50), rng.normal(size=5000) * 100,
+             rng.dirichlet(np.full(10_000, 0.1)) - 1e-5 * rng.normal(size=10_000),
+             np.full(7, 3.0), np.array([1.0, 1.0, -5.0])]
+    for v in cases:
+        u = project_to_simplex(v)
+        assert u.sum() == pytest.approx(1.0) and np.all(u >= 0)
+        tau = (v - u)[u > 0]
+        np.testing.assert_allclose(tau, tau[0], atol=1e-12)
+        assert np.all(v[u == 0] <= tau[0] + 1e-12)
+    with pytest.raises(ValueError, match="non-finite"):
+        project_to_simplex(np.array([0.5, np.nan]))
 
 
 def test_closest_fit_reaches_the_chi_square_minimum(rng):
