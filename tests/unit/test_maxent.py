@@ -269,8 +269,11 @@ def test_function_values_operator_matches_the_functions_evaluated_one_by_one(rng
     """The structured operator (factor products, sparse indicators, dense rest) gives the same
     ``A``, ``A u`` and ``A^T y`` as the functions' own ``evaluate`` (float32 rounding)."""
     points = rng.uniform(-1, 1, size=(500, 5))
-    functions = [HistogramBasis(5, 8), BasisSet.pairwise(5, 3).with_anchor_pairs([1]),
-                 ProjectionBasis.from_vectors(rng.standard_normal((5, 2))), BasisSet.marginal(5, 2)]
+    pairwise = BasisSet.pairwise(5, 3)
+    pair_terms = pairwise.indices[(pairwise.indices != 0).sum(axis=1) == 2]
+    functions = [HistogramBasis(5, 8), pairwise.with_anchor_pairs([1]),
+                 ProjectionBasis.from_vectors(rng.standard_normal((5, 2))), BasisSet.marginal(5, 2),
+                 BasisSet(5, 3, pair_terms)]  # pair terms alone, as the `pairs` bases are
     scales = [rng.uniform(1.0, 100.0, f.size) for f in functions]
     operator = FunctionValues.from_functions(functions, scales, points)
     dense = np.vstack([f.evaluate(points) * s[:, None] for f, s in zip(functions, scales)])
