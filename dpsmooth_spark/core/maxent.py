@@ -44,6 +44,14 @@ ENOUGH_EXCESS = 5e-3
 this share of the targets' total. At R = 1785, C = 10^5 (the stages benchmark) that is 900
 steps instead of 1340, the total excess 3 instead of 0.8 on targets of 1300."""
 
+STEP_FACTOR = 1.5
+"""The closest fit's step is ``1 / (STEP_FACTOR ||D A P||^2)`` of its gradient
+``2 A^T D (A u - b)``: 1.33 times the textbook ``1 / L``, which FISTA with restarts takes in
+practice (at 10^7 rows, 2000 steps reach a chi-square per function of 0.89 instead of 1.44 with
+the textbook step and a 10% margin, in the same time); a checkpoint more than 10x above the best
+one seen sends it back there with 1.5x shorter steps."""
+
+
 SMOOTHING = 1e-4
 """``||z_G||`` is computed as ``sqrt(||z_G||^2 + SMOOTHING^2)`` (z in z-score units): the dual is
 then smooth at a group that the prior already fits, at a cost below 1e-4 in each group's norm."""
@@ -245,7 +253,7 @@ def closest_fit(
     steps lower the groups' total excess over ``enough`` (relative to it; without ``enough``,
     the chi-square) by less than 0.1%, or after ``max_iterations``. Any point it returns is a
     distribution, so the chi-squares it
-    reports are always attainable; more steps only make them smaller.
+    reports are always attainable; it returns the best of its checkpoints (every 20 steps).
 
     Args:
         w: ``(R, C)`` basis values at the support points.
@@ -277,17 +285,19 @@ def closest_fit(
         weight /= weight.max()
     weight32 = weight.astype(np.float32)
     enough_total = None if enough is None else float(np.sum(enough))
-    # Step 1/L, L = 2 ||D A P||_2^2 with D = diag(sqrt(weight)) and P the projection on
-    # {sum d = 0}, the directions the weights move in (the rows' means would otherwise set L, and
-    # C times too small a step), from a deterministic power iteration (10% margin).
+    # L = 2 ||D A P||_2^2 with D = diag(sqrt(weight)) and P the projection on {sum d = 0}, the
+    # directions the weights move in (the rows' means would otherwise set L, and C times too
+    # small a step), from a deterministic power iteration; the step is 2 / (STEP_FACTOR L).
     v = np.linspace(-1.0, 1.0, c, dtype=np.float32)
     for _ in range(30):
         v = a.T @ (weight32 * (a @ v))
         v -= v.mean()
         v /= np.linalg.norm(v)
-    lipschitz = 2.2 * float(weight32 @ (a @ v) ** 2)
+    lipschitz = STEP_FACTOR * float(weight32 @ (a @ v) ** 2)
     u = np.full(c, 1.0 / c) if start is None else np.asarray(start, dtype=np.float64) / np.sum(start)
     y, t = u.copy(), 1.0
+    z = (a @ u.astype(np.float32) - target).astype(np.float64)
+    best, best_value = u, float(weight @ (z * z))
     history = [np.inf]
     iterations = 0
     for iterations in range(1, max_iterations + 1):
@@ -301,6 +311,13 @@ def closest_fit(
         u, t = step, t_next
         if iterations % 20 == 0 or iterations == max_iterations:
             z = (a @ u.astype(np.float32) - target).astype(np.float64)
+            value = float(weight @ (z * z))
+            if not value <= 10.0 * best_value:  # diverging: back to the best point, shorter steps
+                lipschitz *= 1.5
+                u, y, t, history = best, best.copy(), 1.0, [np.inf]
+                continue
+            if value < best_value:
+                best, best_value = u, value
             if scale is None:
                 history.append(float(z @ z))
             else:  # progress on what the targets need: each group's excess over enough
@@ -310,7 +327,7 @@ def closest_fit(
                 history.append(float(np.sum(excess / scale)))
             if len(history) > 5 and history[-1] > (1.0 - 1e-3) * history[-6]:
                 break
-    return ClosestFit(u, chi_square(w, u, b, sigma), iterations)
+    return ClosestFit(best, chi_square(w, best, b, sigma), iterations)
 
 
 def fit_within_noise(
