@@ -8,7 +8,7 @@ smooth mechanism measures has structure that makes both products cheaper:
 * a pair term ``T_r(x_i) T_s(x_j)`` is a product of two one-way factors, so ``A u`` for all of
   them is entries of ``L^T diag(u) Z`` and ``A^T y`` is ``diag(L M Z^T)`` with ``M`` holding
   ``y`` at those entries: two GEMMs over the tables ``L`` and ``Z`` of the factors that appear
-  in pairs, on the left and on the right (30 and 60 of them for the degree-3 pair terms at
+  in pairs, on the left and on the right (30 and 59 of them for the degree-3 pair terms at
   d = 30), whatever the number of pairs;
   a one-way term ``T_r(x_i)`` is a column of such a table (a GEMV);
 * a histogram cell is an indicator: a sparse matrix with one entry per candidate and column;
