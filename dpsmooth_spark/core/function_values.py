@@ -35,7 +35,7 @@ class _Products:
     faster than ``(C, k)`` for products over the long C axis. A pair's factors are split into a
     left one (the lower degree) and a right one, so that the weighted gram holds only the
     left x right blocks the pairs use: for the degree-3 pair terms, 30 ``T_1`` rows against
-    60 ``T_1, T_2`` rows instead of all 60 x 60 (half the flops).
+    59 ``T_1, T_2`` rows instead of all 60 x 60 (half the flops).
     """
 
     single: np.ndarray  # (s, C) float32: the one-factor functions' factors, in row order

@@ -171,45 +171,36 @@ def maxent_projection(
         total = float(shifted.sum())
         return shifted / total, top + float(np.log(total))
 
-    def objective(z: np.ndarray) -> tuple[float, np.ndarray]:
-        u, log_z = weights(z)
-        norms = np.sqrt(np.bincount(groups, weights=z * z, minlength=size) + SMOOTHING**2)
-        grad = bs - (ws @ u.astype(np.float32)).astype(np.float64) + (radius / norms)[groups] * z
-        return log_z + float(bs @ z) + float(radius @ norms), grad
+    # Balls and boxes together: the dual variable is split, y = z + v, with z paying the balls'
+    # support function and v (on the bounded answers; none without bounds) the boxes'
+    # (sum bound_r |v_r|, smoothed like the norms).
+    boxed_rows = np.arange(0) if box is None else np.flatnonzero(np.isfinite(box))
 
-    boxed_rows = None if box is None else np.flatnonzero(np.isfinite(box))
-    if boxed_rows is not None and boxed_rows.size == 0:
-        box = boxed_rows = None
-
-    def boxed(x: np.ndarray) -> tuple[float, np.ndarray]:
-        # Balls and boxes together: the dual variable is split, y = z + v, with z paying the
-        # balls' support function and v (on the bounded answers) the boxes' (sum bound_r |v_r|,
-        # smoothed like the norms).
+    def split(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         z, v = x[:r], x[r:]
         y = z.copy()
         y[boxed_rows] += v
+        return z, v, y
+
+    def objective(x: np.ndarray) -> tuple[float, np.ndarray]:
+        z, v, y = split(x)
         u, log_z = weights(y)
         norms = np.sqrt(np.bincount(groups, weights=z * z, minlength=size) + SMOOTHING**2)
-        lengths = np.sqrt(v * v + SMOOTHING**2)
         common = bs - (ws @ u.astype(np.float32)).astype(np.float64)
+        value = log_z + float(bs @ y) + float(radius @ norms)
+        if not boxed_rows.size:
+            return value, common + (radius / norms)[groups] * z
+        lengths = np.sqrt(v * v + SMOOTHING**2)
         grad = np.concatenate([common + (radius / norms)[groups] * z,
                                common[boxed_rows] + box[boxed_rows] * v / lengths])
-        value = log_z + float(bs @ y) + float(radius @ norms) + float(box[boxed_rows] @ lengths)
-        return value, grad
+        return value + float(box[boxed_rows] @ lengths), grad
 
     # Start along the direction that lowers the objective from the (non-smooth) origin.
     step = _times(ws, u0) - bs
     z0 = 1e-3 * step / max(float(np.linalg.norm(step)), 1e-300)
-    if box is None:
-        res = minimize(objective, z0, jac=True, method="L-BFGS-B",
-                       options={"maxiter": max_iterations, "gtol": 1e-7, "ftol": 1e-11})
-        u, _ = weights(res.x)
-    else:
-        res = minimize(boxed, np.concatenate([z0, z0[boxed_rows]]), jac=True, method="L-BFGS-B",
-                       options={"maxiter": max_iterations, "gtol": 1e-7, "ftol": 1e-11})
-        y = res.x[:r].copy()
-        y[boxed_rows] += res.x[r:]
-        u, _ = weights(y)
+    res = minimize(objective, np.concatenate([z0, z0[boxed_rows]]), jac=True, method="L-BFGS-B",
+                   options={"maxiter": max_iterations, "gtol": 1e-7, "ftol": 1e-11})
+    u, _ = weights(split(res.x)[2])
     positive = u > 0
     kl = float(np.sum(u[positive] * (np.log(u[positive]) - log_u0[positive])))
     return MaxEntFit(u, chi_square(w, u, b, sigma), kl, int(res.nit), bool(res.success))
@@ -370,12 +361,12 @@ def fit_within_noise(
     start = None if log_prior is None else np.exp(np.asarray(log_prior) - np.max(log_prior))
     clock = time.perf_counter()
     closest = closest_fit(w, b, sigma, groups, tolerance * sizes / (1.0 + slack), start)
+    z_closest = (_times(w, closest.weights) - b) / sigma
     targets = np.maximum(tolerance * sizes,
-                         (1.0 + slack) * group_chi_square(w, closest.weights, b, sigma, groups))
+                         (1.0 + slack) * np.bincount(groups, weights=z_closest * z_closest))
     targets = np.maximum(targets, 1e-6 * sizes)  # keep every ball non-degenerate
     bounds = None
     if answer_bound is not None:
-        z_closest = (_times(w, closest.weights) - b) / sigma
         bounds = np.maximum(answer_bound, np.sqrt(1.0 + slack) * np.abs(z_closest))
     middle = time.perf_counter()
     projected = maxent_projection(w, b, sigma, targets, groups, log_prior, max_iterations, bounds)

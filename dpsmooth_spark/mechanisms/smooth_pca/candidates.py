@@ -40,6 +40,11 @@ class Candidates:
     log_prior: np.ndarray
     marginals: GridMarginals
 
+    def prior_weights(self) -> np.ndarray:
+        """The prior as a distribution over the candidates (``(C,)``, summing to 1)."""
+        prior = np.exp(self.log_prior - self.log_prior.max())
+        return prior / prior.sum()
+
 
 def marginal_priors(summary: NoisySummary, params: SmoothPCAParams) -> GridMarginals:
     """Per column, a density on a grid of cells from the column's noisy histogram (and

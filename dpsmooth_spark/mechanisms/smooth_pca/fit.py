@@ -90,8 +90,7 @@ def fit_weights(a: FunctionValues, z: np.ndarray, sigma: np.ndarray, groups: np.
     # stops ABNORMAL.
     scale = float(np.exp(np.mean(np.log(sigma))))
     lp = solve_l1_fit(a.dense().astype(np.float64) * scale, z * scale, solver=params.lp_solver)
-    prior = np.exp(support.log_prior - support.log_prior.max())
-    prior /= prior.sum()
+    prior = support.prior_weights()
     positive = lp.weights > 0
     kl = float(np.sum(lp.weights[positive] * np.log(lp.weights[positive] / prior[positive])))
     return lp.weights, lp.weights, kl
@@ -129,8 +128,7 @@ def _answer_bounds(found: list[Measurement], a: FunctionValues, z: np.ndarray, s
     from its measurement than the prior has it, nor leave a group's slack on a few cells)."""
     if bound is None:
         return None
-    prior = np.exp(support.log_prior - support.log_prior.max())
-    z_prior = np.abs(a @ (prior / prior.sum()) - z)
+    z_prior = np.abs(a @ support.prior_weights() - z)
     cells = np.concatenate([np.full(m.values.size, isinstance(m.queries, HistogramBasis)) for m in found])
     return np.where(cells, np.maximum(bound, z_prior), bound)
 
