@@ -3,6 +3,7 @@
     python -m benchmarks scale                 # 10^6, 10^7, 10^8 (about 30 minutes, 29 GB disk)
     python -m benchmarks scale --sizes 6 7     # a subset (exponents of 10)
     python -m benchmarks scale --d 10 --sizes 6 7   # narrower tables (the kernel is cheaper)
+    python -m benchmarks scale --rows 3000000       # any row counts
 
 Each table (correlated Gaussian, clipped to [-1, 1], float64, row groups of 250,000 rows, files of
 10^7 rows) is generated once under ``build/scale/`` and reused. For each size, in a fresh process:
@@ -161,6 +162,7 @@ def run_job(folder: str, n: int, d: int) -> dict:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m benchmarks scale", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", nargs="*", type=int, default=[6, 7, 8], help="exponents of 10")
+    ap.add_argument("--rows", nargs="*", type=int, default=[], help="row counts (instead of --sizes)")
     ap.add_argument("--d", type=int, default=D, help="columns")
     ap.add_argument("--generate-only", action="store_true")
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
@@ -173,8 +175,7 @@ def main(argv: list[str] | None = None) -> None:
     out_path = ROOT / "benchmarks" / "scale.json"
     previous = json.loads(out_path.read_text())["sizes"] if out_path.exists() else []
     rows = {(r["n"], r["d"]): r for r in previous}
-    for exponent in args.sizes:
-        n = 10**exponent
+    for n in args.rows or [10**exponent for exponent in args.sizes]:
         folder = make_table(n, args.d)
         if args.generate_only:
             continue

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize
 from scipy.special import logsumexp
+from threadpoolctl import threadpool_limits
 
 from dpsmooth_spark.core.function_values import FunctionValues
 
@@ -51,6 +52,20 @@ A checkpoint more than 10x above the best one seen sends it back there with 1.5x
 (1.5, steps 1.33x the textbook one, reached a chi-square per function of 0.89 instead of 1.44 at
 10^7 rows on one release, but on others the oscillating chi-square tripped the stall rule after
 a few hundred steps: chi2 / R 2-98, correlation errors 0.09-0.13. Not kept.)"""
+
+CLOSEST_STEPS = 800
+"""Cap on the closest fit's steps. Started from the private-correlation copula
+(``Candidates.start_weights``), 800 steps at 10^7 rows x 30 columns reach a chi-square per
+function of 1.7 and correlation errors of 0.008-0.009 (mean), below the 1.5 and 0.0105 that
+2000 steps from the independent prior reached (benchmarks/accuracy.json); on the fidelity
+tables only WDBC at epsilon 10 and the skewed table at 10 reach the cap."""
+
+
+DUAL_BLAS_THREADS = 1
+"""BLAS threads of the dual's products. Between two products L-BFGS and the weights run
+single-threaded while OpenBLAS's idle workers spin for the cores: on 2 cores, one thread took
+the dual from 9.4 to 4.7 s at R = 1785, C = 10^5 and from 2.3 to 0.2 s at C = 3000
+(benchmarks/stages.json). The closest fit, whose steps are mostly products, keeps all threads."""
 
 
 SMOOTHING = 1e-4
@@ -198,8 +213,10 @@ def maxent_projection(
     # Start along the direction that lowers the objective from the (non-smooth) origin.
     step = _times(ws, u0) - bs
     z0 = 1e-3 * step / max(float(np.linalg.norm(step)), 1e-300)
-    res = minimize(objective, np.concatenate([z0, z0[boxed_rows]]), jac=True, method="L-BFGS-B",
-                   options={"maxiter": max_iterations, "gtol": 1e-7, "ftol": 1e-11})
+    with threadpool_limits(limits=DUAL_BLAS_THREADS, user_api="blas"):
+        res = minimize(objective, np.concatenate([z0, z0[boxed_rows]]), jac=True,
+                       method="L-BFGS-B",
+                       options={"maxiter": max_iterations, "gtol": 1e-7, "ftol": 1e-11})
     u, _ = weights(split(res.x)[2])
     positive = u > 0
     kl = float(np.sum(u[positive] * (np.log(u[positive]) - log_u0[positive])))
@@ -233,7 +250,7 @@ def closest_fit(
     groups: np.ndarray | None = None,
     enough: np.ndarray | None = None,
     start: np.ndarray | None = None,
-    max_iterations: int = 2000,
+    max_iterations: int = CLOSEST_STEPS,
 ) -> ClosestFit:
     """The distribution on the columns of ``w`` that minimises ``sum ((W u - b) / sigma)^2``, each
     answer weighed by ``|G| / enough_G`` (its group's target per answer) when ``enough`` is given.
@@ -333,6 +350,7 @@ def fit_within_noise(
     max_iterations: int = 200,
     timings: dict[str, float] | None = None,
     answer_bound: float | np.ndarray | None = None,
+    start: np.ndarray | None = None,
 ) -> tuple[MaxEntFit, ClosestFit]:
     """:func:`closest_fit`, then :func:`maxent_projection` with targets it makes feasible.
 
@@ -340,9 +358,9 @@ def fit_within_noise(
     noise (``tolerance = 1``) where the support can get there, else as close as the closest fit
     (a distribution, so a point that meets every target at once) gets; ``tolerance = 0`` asks
     for the closest fit, and the maximum-entropy weights among those. ``tolerance`` is one
-    number or one per group. The closest fit starts from the prior and stops once every group
-    is within ``tolerance |G| / (1 + slack)``. The dual gets at most ``max_iterations`` L-BFGS
-    steps: where it has not converged by then, :func:`within_targets` brings its weights back
+    number or one per group. The closest fit starts from ``start`` (the prior when ``None``)
+    and stops once every group is within ``tolerance |G| / (1 + slack)``. The dual gets at most
+    ``max_iterations`` L-BFGS steps: where it has not converged by then, :func:`within_targets` brings its weights back
     within the targets. ``timings``, when given, receives the seconds of each step.
 
     ``answer_bound`` (one number, or one per answer with ``inf`` for none) adds a box to the
@@ -358,7 +376,8 @@ def fit_within_noise(
     sigma = np.broadcast_to(np.asarray(sigma, dtype=np.float64), b.shape)
     groups = np.zeros(b.size, dtype=np.int64) if groups is None else np.asarray(groups, dtype=np.int64)
     sizes = np.bincount(groups).astype(np.float64)
-    start = None if log_prior is None else np.exp(np.asarray(log_prior) - np.max(log_prior))
+    if start is None and log_prior is not None:
+        start = np.exp(np.asarray(log_prior) - np.max(log_prior))
     clock = time.perf_counter()
     closest = closest_fit(w, b, sigma, groups, tolerance * sizes / (1.0 + slack), start)
     z_closest = (_times(w, closest.weights) - b) / sigma

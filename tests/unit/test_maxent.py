@@ -32,6 +32,7 @@ from dpsmooth_spark.core.maxent import (
     within_targets,
 )
 from dpsmooth_spark.core.sampling import herded_indices, reflect_into_cube, sample_records
+from dpsmooth_spark.mechanisms.smooth_pca.candidates import Candidates
 from dpsmooth_spark.mechanisms.smooth_pca.measure import histogram_bins
 from dpsmooth_spark.privacy.accountant import PrivacyAccountant
 
@@ -181,6 +182,25 @@ def test_candidates_prior_is_independent_whatever_the_copula_share(rng):
     assert unweighted > 0.3 and abs(weighted) < 0.02
     centres = GridMarginals.centres(64)
     np.testing.assert_allclose(mean, marginals.probabilities @ centres, atol=0.01)
+
+
+def test_closest_fit_starts_from_the_copula_the_candidates_were_drawn_from(rng):
+    """Start weights undo the product share: weighted, the candidates have the correlation of
+    points drawn from the copula alone (an independent draw; 200k points: sampling error of a
+    correlation about 0.002, the tolerance is 10x that)."""
+    probs = np.vstack([np.linspace(1, 3, 64), np.linspace(3, 1, 64)])
+    marginals = GridMarginals(probs / probs.sum(axis=1, keepdims=True))
+    corr = np.array([[1.0, 0.8], [0.8, 1.0]])
+    points, log_prior = marginal_candidates(marginals, 200_000, rng, corr, copula_share=0.3)
+    start = Candidates(points, log_prior, marginals, copula_share=0.3).start_weights()
+    copula_only, _ = marginal_candidates(marginals, 200_000, rng, corr, copula_share=1.0)
+    mean = start @ points
+    cov = (points - mean).T @ ((points - mean) * start[:, None])
+    assert start.min() >= 0 and start.sum() == pytest.approx(1.0)
+    assert cov[0, 1] / np.sqrt(cov[0, 0] * cov[1, 1]) == pytest.approx(np.corrcoef(copula_only.T)[0, 1], abs=0.02)
+    assert np.corrcoef(points.T)[0, 1] < 0.3  # unweighted: mostly product draws
+    prior = Candidates(points, log_prior, marginals).start_weights()  # no copula: the prior
+    np.testing.assert_allclose(prior, Candidates(points, log_prior, marginals).prior_weights())
 
 
 def test_copula_density_integrates_to_one(rng):

@@ -83,7 +83,7 @@ def fit_weights(a: FunctionValues, z: np.ndarray, sigma: np.ndarray, groups: np.
     if params.fit == "maxent":
         projected, closest = fit_within_noise(a, z, 1.0, groups, support.log_prior,
                                               params.fit_slack, tolerance, timings=timings,
-                                              answer_bound=bound)
+                                              answer_bound=bound, start=support.start_weights())
         return projected.weights, closest.weights, projected.kl
     # The LP's rows are scaled back by one constant (the noise's geometric mean), which leaves
     # its optimum as it is: in z-scores, entries reach 1e4-1e5 at 10^6 rows and GLOP then
