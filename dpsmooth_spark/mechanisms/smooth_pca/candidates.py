@@ -32,7 +32,9 @@ class Candidates:
 
     Attributes:
         points: ``(C, d)`` candidates in [-1, 1]^d.
-        log_prior: ``(C,)`` log weights of the independent-columns prior over them.
+        log_prior: ``(C,)`` log weights of the independent-columns prior over them, as
+            :func:`core.candidates.marginal_candidates` returns them (``-log q``, unnormalised;
+            :meth:`start_weights` reads the copula's share from them).
         marginals: the private one-way marginals they were drawn from.
         copula_share: share of them drawn from the private-correlation copula (0: none).
     """
