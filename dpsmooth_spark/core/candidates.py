@@ -93,7 +93,8 @@ def marginal_candidates(
     points = marginals.quantile(u)
     # z of every point under the product (its own uniforms) gives the copula density.
     log_c = gaussian_copula_log_density(ndtri(u), correlation, chol)
-    log_q = np.logaddexp(np.log1p(-copula_share), np.log(copula_share) + log_c)
+    with np.errstate(divide="ignore"):  # copula_share = 1: no product share, log(0) = -inf
+        log_q = np.logaddexp(np.log1p(-copula_share), np.log(copula_share) + log_c)
     return points, -log_q
 
 
