@@ -53,14 +53,24 @@ A checkpoint more than 10x above the best one seen sends it back there with 1.5x
 10^7 rows on one release, but on others the oscillating chi-square tripped the stall rule after
 a few hundred steps: chi2 / R 2-98, correlation errors 0.09-0.13. Not kept.)"""
 
-CLOSEST_STEPS = 800
-"""Cap on the closest fit's steps. Started from the private-correlation copula
-(``Candidates.start_weights``), 800 steps at 10^7 rows x 30 columns reach a chi-square per
-function of 1.7 and correlation errors of 0.008-0.009 (mean), below the 1.5 and 0.0105 that
-2000 steps from the independent prior reached (benchmarks/accuracy.json). On the fidelity
-tables (3 seeded releases each at epsilon 1 and 10) WDBC and the skewed table at 10 reached it
-every time, digits, heavy tails and the correlated table once each; their correlation ratios
-moved by at most 0.03 against no cap."""
+CLOSEST_STEPS = (800, 2000)
+"""Fewest and most steps of the closest fit; between them, as many as :data:`CLOSEST_WORK`
+allows (:func:`closest_steps`). Started from the private-correlation copula
+(``Candidates.start_weights``), 800 steps at 10^7 rows x 30 columns (R = 1785, C = 20,000) reach
+a chi-square per function of 1.7 and correlation errors of 0.008-0.009 (mean), below the 1.5 and
+0.0105 that 2000 steps from the independent prior reached (benchmarks/accuracy.json). Small
+problems keep up to 2000: on issue 14's six-kind table (R = 131) 800 steps left corr(age, bmi)
+at 0.54 instead of 0.57 (seed 3; 0.68 in the data)."""
+
+CLOSEST_WORK = 2e10
+"""Budget of the closest fit in function values (steps x R x C; a step's two products cost about
+that much): 2000 steps up to R x C = 10^7, 800 from 2.5 x 10^7 on."""
+
+
+def closest_steps(r: int, c: int) -> int:
+    """Step cap of the closest fit for ``R`` functions at ``C`` candidates."""
+    fewest, most = CLOSEST_STEPS
+    return int(np.clip(CLOSEST_WORK / max(r * c, 1), fewest, most))
 
 
 DUAL_BLAS_THREADS = 1
@@ -252,7 +262,7 @@ def closest_fit(
     groups: np.ndarray | None = None,
     enough: np.ndarray | None = None,
     start: np.ndarray | None = None,
-    max_iterations: int = CLOSEST_STEPS,
+    max_iterations: int | None = None,
 ) -> ClosestFit:
     """The distribution on the columns of ``w`` that minimises ``sum ((W u - b) / sigma)^2``, each
     answer weighed by ``|G| / enough_G`` (its group's target per answer) when ``enough`` is given.
@@ -273,9 +283,11 @@ def closest_fit(
         groups: ``(R,)`` labels ``0 .. G-1`` for ``enough``; one group when ``None``.
         enough: ``(G,)`` chi-square per group at which to stop; ``None``: never early.
         start: ``(C,)`` starting distribution (uniform when ``None``).
-        max_iterations: cap on gradient steps.
+        max_iterations: cap on gradient steps (``None``: :func:`closest_steps`).
     """
     r, c = w.shape
+    if max_iterations is None:
+        max_iterations = closest_steps(r, c)
     sigma = np.broadcast_to(np.asarray(sigma, dtype=np.float64), (r,))
     groups = np.zeros(r, dtype=np.int64) if groups is None else np.asarray(groups, dtype=np.int64)
     a = _noise_units(w, sigma)
