@@ -74,7 +74,7 @@ def release_errors(sums, truth: np.ndarray, basis: str, seed: int) -> dict:
     seconds = time.perf_counter() - start
     pairs = np.triu_indices(d, 1)
     error = np.abs(correlation(result.weights, result.candidates) - truth)[pairs]
-    return {"basis": basis, "basis_size": summary.basis.size, "release": seed,
+    return {"basis": basis, "basis_size": summary.functions, "release": seed,
             "corr_error_mean": round(float(error.mean()), 4), "corr_error_max": round(float(error.max()), 4),
             "mean_abs_corr": round(float(np.abs(truth[pairs]).mean()), 4),
             "chi2_per_function": round(result.chi2 / result.functions, 3),

@@ -83,7 +83,7 @@ def run_point(sums_path: str, basis: str, candidates: int) -> dict:
     sample_scaled(result, 100_000, rng)
     sample = time.perf_counter() - start
     seconds = {"measure": measure, **result.timings, "sample": sample}
-    return {"basis": basis, "basis_size": summary.basis.size, "R": result.functions, "C": candidates,
+    return {"basis": basis, "basis_size": summary.functions, "R": result.functions, "C": candidates,
             "seconds": {k: round(v, 3) for k, v in seconds.items()},
             "driver_seconds": round(sum(v for k, v in seconds.items() if "." not in k), 3),
             "fit_seconds_after_noise": round(seconds["candidates"] + seconds["fit"] + sample, 3),

@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> None:
                 support.append(result.support_size)
             row = {
                 "epsilon": eps, "params": setting,
-                "basis_size": int(result.summary.basis.size),
+                "basis_size": int(result.summary.functions),
                 "psi": result.summary.pca is not None,
                 "lp_support_mean": float(np.mean(support)),
                 "distinct_rows_mean": float(np.mean(distinct)),

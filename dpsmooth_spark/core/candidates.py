@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import ndtr, ndtri
 
+from dpsmooth_spark.core.maxent import project_to_simplex
+
 
 @dataclass(frozen=True)
 class GridMarginals:
@@ -46,6 +48,41 @@ class GridMarginals:
             cdf /= cdf[-1]
             out[:, i] = np.interp(u[:, i], cdf, edges)
         return out
+
+
+NOISE_FLOOR_STDS = 1.0
+"""A noisy histogram cell below this many noise standard deviations is taken as empty before the
+projection onto the simplex: the cells beyond the data's spread hold noise only, and the
+projection alone keeps their positive draws as mass far from the data."""
+
+UNIFORM_MIX_SLOPE = 1.25
+"""The thresholded histogram keeps a share ``min(1, 1.25 f)`` of its own shape (``f`` the
+positive-part James-Stein factor), the rest uniform: a histogram the noise cannot tell from
+uniform stays uniform, a clear one is kept whole."""
+
+
+def histogram_density(shares: np.ndarray, std: np.ndarray, cells: int) -> np.ndarray:
+    """A noisy histogram (cell shares with noise ``std``) made a distribution, spread evenly over
+    the grid cells of each bin.
+
+    The cells below :data:`NOISE_FLOOR_STDS` noise standard deviations are set to 0, the rest
+    projected onto the probability simplex (a common offset subtracted, negatives 0); the result
+    is mixed with uniform by the positive-part James-Stein factor ``f = 1 - (k - 2) / chi2``
+    (``chi2`` of uniform against the noisy cells), keeping ``min(1, 1.25 f)`` of it. Measured on
+    the fidelity tables' columns (Wasserstein-1 of this marginal, 5 seeded noise draws per
+    column, docs/mechanisms.md) against the James-Stein shrink followed by the projection:
+    lower on 18 of the 21 table/epsilon pairs, 10-20% from epsilon 1 on (WDBC at 1: 0.160 ->
+    0.127; the 5000-row correlated table at 1: 0.0150 -> 0.0125; iris at 0.1, where the noise
+    swamps a 4-cell histogram, 0.242 -> 0.222), equal on wine at 0.1, higher on WDBC at 0.1
+    (0.422 -> 0.435) and iris at 10 (0.0337 -> 0.0343)."""
+    k = shares.size
+    uniform = np.full(k, 1.0 / k)
+    chi2 = float((((shares - uniform) / std) ** 2).sum())
+    factor = max(0.0, 1.0 - (k - 2) / chi2) if chi2 > 0 and k > 2 else 1.0
+    kept = np.where(shares > NOISE_FLOOR_STDS * std, shares, 0.0)
+    shape = project_to_simplex(kept) if kept.sum() > 0 else uniform
+    mass = uniform + min(1.0, UNIFORM_MIX_SLOPE * factor) * (shape - uniform)
+    return np.repeat(mass / (cells // k), cells // k)
 
 
 def correlation_from_covariance(cov: np.ndarray, floor: float = 1e-9) -> np.ndarray:

@@ -10,7 +10,8 @@ smooth mechanism measures has structure that makes both products cheaper:
   ``y`` at those entries: two GEMMs over the tables ``L`` and ``Z`` of the factors that appear
   in pairs, on the left and on the right (30 and 59 of them for the degree-3 pair terms at
   d = 30), whatever the number of pairs;
-  a one-way term ``T_r(x_i)`` is a column of such a table (a GEMV);
+  a one-way term ``T_r(x_i)`` is a column of such a table (a GEMV); a pair on spread factors
+  ``p_i(x_i) p_j(x_j)`` (``core/factors.py``) is the same product over a table of the ``p_i``;
 * a histogram cell is an indicator: a sparse matrix with one entry per candidate and column;
 * anything else (the few PSI directions) is kept dense.
 
@@ -25,6 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from dpsmooth_spark.core.basis import BasisSet, HistogramBasis, chebyshev_table, histogram_cell
+from dpsmooth_spark.core.factors import FactorPairs
 
 
 @dataclass(frozen=True)
@@ -138,6 +140,20 @@ def _products(basis: BasisSet, points: np.ndarray, scale: np.ndarray) -> _Produc
     )
 
 
+def _factor_products(factors: FactorPairs, points: np.ndarray, scale: np.ndarray) -> _Products:
+    """Rows ``scale_r * p_i(x_i) p_j(x_j)``: the left factors are the pairs' first columns, the
+    right ones their second."""
+    values = factors.factors(points).T.astype(np.float32)  # (d, C)
+    lefts, left = np.unique(factors.pairs[:, 0], return_inverse=True)
+    rights, right = np.unique(factors.pairs[:, 1], return_inverse=True)
+    c = points.shape[0]
+    return _Products(single=np.zeros((0, c), dtype=np.float32), single_rows=np.zeros(0, dtype=np.int64),
+                     left_factors=np.ascontiguousarray(values[lefts]),
+                     right_factors=np.ascontiguousarray(values[rights]),
+                     pair_rows=np.arange(factors.size), left=left.reshape(-1).astype(np.int64),
+                     right=right.reshape(-1).astype(np.int64), scale=scale)
+
+
 def _indicators(histograms: HistogramBasis, points: np.ndarray, scale: np.ndarray) -> _Sparse:
     c = points.shape[0]
     cells = histogram_cell(points, histograms.bins) + histograms.bins * np.arange(histograms.d)
@@ -163,7 +179,7 @@ class FunctionValues:
 
     @classmethod
     def from_functions(cls, functions: list, scales: list[np.ndarray], points: np.ndarray) -> FunctionValues:
-        """``functions[k]`` (a :class:`BasisSet`, :class:`HistogramBasis` or anything with
+        """``functions[k]`` (a :class:`BasisSet`, :class:`HistogramBasis`, :class:`FactorPairs` or anything with
         ``evaluate(points) -> (R_k, C)``) at ``points`` (``(C, d)``), row ``r`` of block ``k``
         multiplied by ``scales[k][r]``."""
         blocks, sizes = [], []
@@ -174,6 +190,8 @@ class FunctionValues:
                 block = _products(queries, points, scale)
             elif isinstance(queries, HistogramBasis):
                 block = _indicators(queries, points, scale)
+            elif isinstance(queries, FactorPairs):
+                block = _factor_products(queries, points, scale)
             if block is None:
                 block = _Dense((queries.evaluate(points) * scale[:, None]).astype(np.float32))
             blocks.append(block)

@@ -48,7 +48,7 @@ def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
 
     with run.log.stage("candidates and fit"):
         result = fit_from_summary(summary, params, run.rng, run.codec.lattice())
-    run.log.note(f"basis: {summary.basis.size} functions; candidates: {result.candidates.shape[0]}; "
+    run.log.note(f"basis: {summary.functions} functions; candidates: {result.candidates.shape[0]}; "
                  f"effective support: {result.support_size}; chi2 {result.chi2:.1f} for "
                  f"{result.functions} functions; PSI: {'yes' if summary.pca else 'no'}")
 
@@ -78,8 +78,13 @@ def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
                      "JMLR 2016, Section 5.2 (Algorithms 3 and 4); maximum-entropy fit "
                      "(docs/mechanisms.md)",
         "parameters": params.model_dump(mode="json"),
-        "basis": {"size": summary.basis.size, "max_degree": summary.basis.degree,
-                  "pair_terms": bool(((summary.basis.indices != 0).sum(axis=1) == 2).any())},
+        "basis": {"size": summary.functions, "max_degree": summary.basis.degree,
+                  "pair_terms": bool(((summary.basis.indices != 0).sum(axis=1) == 2).any())
+                  or summary.factor_pairs is not None,
+                  "pairs_on_spread_factors": 0 if summary.factor_pairs is None else summary.factor_pairs.size,
+                  "spread_columns": [] if summary.factor_pairs is None else [
+                      name for name, c in zip(run.bounds.columns, summary.factor_pairs.coefficients)
+                      if not np.array_equal(c[:2], [0.0, 1.0]) or np.any(c[2:])]},
         "candidate_strategy": "psi" if summary.pca is not None else "moments",
         "candidates": int(result.candidates.shape[0]),
         "null_shares": {name: float(p) for name, p, on in zip(run.bounds.columns, null_shares, nullable) if on},

@@ -1,7 +1,7 @@
 """Statistical privacy audits of every released statistic of the synthesizer.
 
 Each stage (count, one-way histograms, basis sums, one PSI iteration, the spread along a private
-direction) gets epsilon = 1. On neighbouring tables built
+direction; pair terms on spread factors) gets epsilon = 1. On neighbouring tables built
 to attain each sensitivity (an added corner record), the mechanism runs many times; a threshold
 test on the region where every noisy coordinate lies beyond both tables' true values certifies a
 lower bound on the privacy loss (Clopper-Pearson, alpha = 1e-3, Bonferroni over events).
@@ -136,6 +136,44 @@ def test_direction_spread_audit():
     for factor, expect_above in ((1.0, False), (0.5, True)):
         out_d, truth_d = outputs(base, factor, 21)
         out_p, truth_p = outputs(neighbour, factor, 22)
+        bound = audit(out_d, out_p, truth_d, truth_p)
+        assert (bound > 1.0) == expect_above, bound
+        if not expect_above:
+            assert bound > 0.7, bound  # not vacuous
+
+
+def test_factor_pair_audit():
+    """Pair terms on spread factors (privacy.md 3d) with epsilon = 1 and the factors a release
+    picks for narrow columns (``-T_3`` on both; in a release they are post-processing of the
+    noisy histograms): the added record at (0.5, 0.5), where ``-T_3 = 1``, adds 1 (less the
+    factors' rounding margin, 8e-6) to the pair's sum and to each one-way factor sum, attaining
+    the L1 sensitivity of 3 functions.
+    The sums go through the data pass's Gram matrix and ``FactorPairs.sums``, as in a release."""
+    from dpsmooth_spark.core.basis import PassSpec
+    from dpsmooth_spark.core.factors import FactorPairs, spread_factors
+    from dpsmooth_spark.mechanisms.stages import release_basis_sums
+
+    base = np.random.default_rng(0).normal(0.0, 0.05, size=(40, 2))
+    narrow = np.random.default_rng(1).normal(0.0, 0.05, size=(20_000, 2))
+    probs = np.array([np.histogram(narrow[:, i], bins=64, range=(-1, 1))[0] / 20_000 for i in range(2)])
+    coefficients = spread_factors(probs, 3)
+    np.testing.assert_allclose(coefficients, [[0, 0, 0, -1]] * 2, atol=1e-4)
+    # a third column with the constant factor 1 makes pairs (0, 2) and (1, 2) the one-way
+    # factor sums: three functions that the added record moves by 1 each
+    factors = FactorPairs(np.vstack([coefficients, [[1.0, 0.0, 0.0, 0.0]]]), np.array([[0, 1], [0, 2], [1, 2]]))
+    neighbour = np.vstack([base, [[0.5, 0.5]]])
+
+    def outputs(table, factor, seed):
+        padded = np.column_stack([table, np.zeros(len(table))])
+        exact = factors.sums(partial_sums([padded], -np.ones(3), np.ones(3), PassSpec(3)))
+        noise = RecordingNoise(np.random.default_rng(seed), factor)
+        return np.array([release_basis_sums(exact, 1.0, PrivacyAccountant(1.0), noise)[0]
+                         for _ in range(RUNS)]), exact
+
+    for factor, expect_above in ((1.0, False), (0.5, True)):
+        out_d, truth_d = outputs(base, factor, 31)
+        out_p, truth_p = outputs(neighbour, factor, 32)
+        np.testing.assert_allclose(truth_p - truth_d, [1.0, 1.0, 1.0], atol=1e-4)
         bound = audit(out_d, out_p, truth_d, truth_p)
         assert (bound > 1.0) == expect_above, bound
         if not expect_above:

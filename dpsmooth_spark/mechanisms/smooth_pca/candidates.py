@@ -14,12 +14,13 @@ from dpsmooth_spark.core.basis import HistogramBasis, chebyshev_table
 from dpsmooth_spark.core.candidates import (
     GridMarginals,
     correlation_from_covariance,
+    histogram_density,
     marginal_candidates,
     nearest_psd,
 )
-from dpsmooth_spark.core.maxent import fit_within_noise, project_to_simplex
+from dpsmooth_spark.core.maxent import fit_within_noise
 from dpsmooth_spark.core.sampling import snap_to_lattice
-from dpsmooth_spark.mechanisms.smooth_pca.measure import VARIANCE_FLOOR, NoisySummary, all_pairs_of
+from dpsmooth_spark.mechanisms.smooth_pca.measure import VARIANCE_FLOOR, NoisySummary
 from dpsmooth_spark.mechanisms.smooth_pca.params import SmoothPCAParams
 
 CORRELATION_FLOOR = 1e-3
@@ -64,9 +65,9 @@ class Candidates:
 def marginal_priors(summary: NoisySummary, params: SmoothPCAParams) -> GridMarginals:
     """Per column, a density on a grid of cells from the column's noisy histogram (and
     ``T_r(x_i)`` answers, if measured). With ``marginal_tolerance: null`` (the default) a
-    histogram alone is denoised by :func:`_histogram_density`: a clear histogram is kept as
-    measured (less the noise in its empty cells), one the noise cannot tell from uniform stays
-    uniform. Otherwise, the maximum-entropy density within ``marginal_tolerance`` per answer
+    histogram alone is denoised by :func:`core.candidates.histogram_density`: a clear histogram
+    is kept as measured (less the noise in its empty cells), one the noise cannot tell from
+    uniform stays uniform. Otherwise, the maximum-entropy density within ``marginal_tolerance`` per answer
     (0: as close as the grid allows)."""
     cells = params.marginal_cells
     centres = GridMarginals.centres(cells)
@@ -88,47 +89,12 @@ def marginal_priors(summary: NoisySummary, params: SmoothPCAParams) -> GridMargi
         if sum(len(v) for v in b) == 0:
             continue
         if rows.size == 0 and params.marginal_tolerance is None and summary.histograms is not None:
-            probs[i] = _histogram_density(summary.histograms[i] / n, std[-1], cells)
+            probs[i] = histogram_density(summary.histograms[i] / n, std[-1], cells)
             continue
         fit, _ = fit_within_noise(np.vstack(w), np.concatenate(b), np.concatenate(std),
                                   slack=params.fit_slack, tolerance=params.marginal_tolerance or 0.0)
         probs[i] = fit.weights
     return GridMarginals(probs)
-
-
-NOISE_FLOOR_STDS = 1.0
-"""A noisy histogram cell below this many noise standard deviations is taken as empty before the
-projection onto the simplex: the cells beyond the data's spread hold noise only, and the
-projection alone keeps their positive draws as mass far from the data."""
-
-UNIFORM_MIX_SLOPE = 1.25
-"""The thresholded histogram keeps a share ``min(1, 1.25 f)`` of its own shape (``f`` the
-positive-part James-Stein factor), the rest uniform: a histogram the noise cannot tell from
-uniform stays uniform, a clear one is kept whole."""
-
-
-def _histogram_density(shares: np.ndarray, std: np.ndarray, cells: int) -> np.ndarray:
-    """A noisy histogram (cell shares with noise ``std``) made a distribution, spread evenly over
-    the grid cells of each bin.
-
-    The cells below :data:`NOISE_FLOOR_STDS` noise standard deviations are set to 0, the rest
-    projected onto the probability simplex (a common offset subtracted, negatives 0); the result
-    is mixed with uniform by the positive-part James-Stein factor ``f = 1 - (k - 2) / chi2``
-    (``chi2`` of uniform against the noisy cells), keeping ``min(1, 1.25 f)`` of it. Measured on
-    the fidelity tables' columns (Wasserstein-1 of this marginal, 5 seeded noise draws per
-    column, docs/mechanisms.md) against the James-Stein shrink followed by the projection:
-    lower on 18 of the 21 table/epsilon pairs, 10-20% from epsilon 1 on (WDBC at 1: 0.160 ->
-    0.127; the 5000-row correlated table at 1: 0.0150 -> 0.0125; iris at 0.1, where the noise
-    swamps a 4-cell histogram, 0.242 -> 0.222), equal on wine at 0.1, higher on WDBC at 0.1
-    (0.422 -> 0.435) and iris at 10 (0.0337 -> 0.0343)."""
-    k = shares.size
-    uniform = np.full(k, 1.0 / k)
-    chi2 = float((((shares - uniform) / std) ** 2).sum())
-    factor = max(0.0, 1.0 - (k - 2) / chi2) if chi2 > 0 and k > 2 else 1.0
-    kept = np.where(shares > NOISE_FLOOR_STDS * std, shares, 0.0)
-    shape = project_to_simplex(kept) if kept.sum() > 0 else uniform
-    mass = uniform + min(1.0, UNIFORM_MIX_SLOPE * factor) * (shape - uniform)
-    return np.repeat(mass / (cells // k), cells // k)
 
 
 def private_correlation(summary: NoisySummary) -> np.ndarray | None:
@@ -137,7 +103,7 @@ def private_correlation(summary: NoisySummary) -> np.ndarray | None:
     if summary.basis.d < 2:
         return None
     _, cov = summary.moments()
-    if not all_pairs_of(summary.basis):
+    if not summary.has_all_pairs():
         if summary.pca is None:
             return None
         n = max(summary.noisy_count, 1.0)

@@ -5,6 +5,10 @@
    noisy count: the one-way marginals;
 3. noisy basis sums ``sum_x prod_i T_{r_i}(x_i)`` over R multi-indices (L1 sensitivity R,
    L2 sqrt(R)); the basis (pair terms) is picked from the noisy count when ``basis: auto``;
+   with ``pair_factors: spread`` its first-order pair terms ``T_1(x_i) T_1(x_j)`` are measured
+   as ``p_i(x_i) p_j(x_j)`` instead, ``p_i`` a polynomial bounded by 1 chosen from column
+   ``i``'s noisy histogram (``core/factors.py``): the same sensitivity, released with the
+   basis sums;
 4. with the ``psi`` strategy: Private Subspace Iteration (Algorithm 4) on the centred second
    moment, then the noisy sums of ``T_2`` along each of its k directions (L1 sensitivity k),
    which say how strongly the columns vary together along them.
@@ -30,7 +34,8 @@ from dpsmooth_spark.core.basis import (
     PublicBounds,
     coarsen_histograms,
 )
-from dpsmooth_spark.core.candidates import nearest_psd
+from dpsmooth_spark.core.candidates import histogram_density, nearest_psd
+from dpsmooth_spark.core.factors import FactorPairs, spread_factors
 from dpsmooth_spark.core.subspace import SubspaceEstimate, private_subspace_iteration
 from dpsmooth_spark.mechanisms.smooth_pca.params import SmoothPCAParams, choose_basis
 from dpsmooth_spark.mechanisms.stages import (
@@ -69,7 +74,7 @@ class Measurement:
     """
 
     name: str
-    queries: BasisSet | ProjectionBasis | HistogramBasis
+    queries: BasisSet | ProjectionBasis | HistogramBasis | FactorPairs
     values: np.ndarray
     std: np.ndarray | float
     groups: np.ndarray
@@ -96,6 +101,9 @@ class NoisySummary:
         directions: the k private directions measured after PSI.
         direction_sums: ``T_2`` sums along them plus noise, ``(k,)``.
         direction_noise_std: standard deviation of the noise of each direction sum.
+        factor_pairs: the pair terms measured on spread factors (``pair_factors: spread``).
+        factor_sums: their sums plus noise, ``(R_f,)`` (released with the basis sums).
+        factor_noise_std: standard deviation of the noise of each factor pair sum.
     """
 
     bounds: PublicBounds
@@ -111,6 +119,9 @@ class NoisySummary:
     direction_sums: np.ndarray | None = None
     direction_noise_std: float = 0.0
     count_alone: float | None = None
+    factor_pairs: FactorPairs | None = None
+    factor_sums: np.ndarray | None = None
+    factor_noise_std: float = 0.0
 
     @property
     def normalised(self) -> np.ndarray:
@@ -121,8 +132,10 @@ class NoisySummary:
         """Private mean and covariance (scaled units) read off the basis answers.
 
         Uses ``x = T_1(x)``, ``x^2 = (T_2(x) + 1) / 2`` and ``x_i x_j = T_1(x_i) T_1(x_j)``;
-        entries without a matching basis function come from the noisy histograms (mean and
-        variance) or are 0 (covariance).
+        a pair measured on spread factors gets the correlation of its factors (their means and
+        variances under the private marginals) times the two standard deviations; entries
+        without a matching function come from the noisy histograms (mean and variance) or are 0
+        (covariance).
         """
         d = self.basis.d
         b = self.normalised
@@ -147,7 +160,36 @@ class NoisySummary:
                 if t11 is not None:
                     cov[i, j] = cov[j, i] = t11 - mean[i] * mean[j]
         np.fill_diagonal(cov, np.clip(np.diag(cov), VARIANCE_FLOOR, 1.0))
+        if self.factor_pairs is not None and self.factor_sums is not None and self.histograms is not None:
+            f_mean, f_var = self.factor_pairs.moments(self.marginal_probabilities())
+            answers = np.clip(self.factor_sums / max(self.noisy_count, 1.0), -1.0, 1.0)
+            for (i, j), value in zip(self.factor_pairs.pairs, answers):
+                spread = math.sqrt(max(f_var[i] * f_var[j], 1e-12))
+                corr = float(np.clip((value - f_mean[i] * f_mean[j]) / spread, -1.0, 1.0))
+                cov[i, j] = cov[j, i] = corr * math.sqrt(cov[i, i] * cov[j, j])
         return mean, nearest_psd(cov, VARIANCE_FLOOR)
+
+    @property
+    def functions(self) -> int:
+        """Basis functions measured: the basis's and the pairs on spread factors."""
+        return self.basis.size + (0 if self.factor_pairs is None else self.factor_pairs.size)
+
+    def marginal_probabilities(self) -> np.ndarray:
+        """``(d, B)`` each column's private marginal on its histogram's cells
+        (:func:`core.candidates.histogram_density`)."""
+        n = max(self.noisy_count, 1.0)
+        bins = self.histograms.shape[1]
+        return np.array([histogram_density(h / n, np.full(bins, self.histogram_noise_std / n), bins)
+                         for h in self.histograms])
+
+    def has_all_pairs(self) -> bool:
+        """Whether every pair of columns has a first-order pair term (``T_1 T_1`` or factors)."""
+        d = self.basis.d
+        covered = {tuple(np.flatnonzero(row)) for row in self.basis.indices
+                   if (row == 1).sum() == 2 and (row != 0).sum() == 2}
+        if self.factor_pairs is not None:
+            covered |= {(int(min(i, j)), int(max(i, j))) for i, j in self.factor_pairs.pairs}
+        return d < 2 or len(covered) >= d * (d - 1) // 2
 
     def null_shares(self) -> np.ndarray:
         """Per column, the released share of nulls among the rows (0 where not nullable):
@@ -201,6 +243,11 @@ class NoisySummary:
             summary.directions = ProjectionBasis(np.array(data["directions"]["vectors"], float))
             summary.direction_sums = np.array(data["directions"]["noisy_sums"], float)
             summary.direction_noise_std = float(data["directions"]["noise_std"])
+        if "factor_pairs" in data:
+            summary.factor_pairs = FactorPairs(np.array(data["factor_pairs"]["coefficients"], float),
+                                               np.array(data["factor_pairs"]["pairs"], dtype=np.int64).reshape(-1, 2))
+            summary.factor_sums = np.array(data["factor_pairs"]["noisy_sums"], float)
+            summary.factor_noise_std = float(data["factor_pairs"]["noise_std"])
         return summary
 
     def to_dict(self) -> dict[str, Any]:
@@ -240,6 +287,14 @@ class NoisySummary:
                 "vectors": self.directions.directions.tolist(),
                 "noisy_sums": self.direction_sums.tolist(),
                 "noise_std": self.direction_noise_std,
+            }
+        if self.factor_pairs is not None and self.factor_sums is not None:
+            out["factor_pairs"] = {
+                "function": "p_i(x_scaled_i) p_j(x_scaled_j), p_i = sum_r c_ir T_r, |p_i| <= 1 on [-1, 1]",
+                "coefficients": self.factor_pairs.coefficients.tolist(),
+                "pairs": self.factor_pairs.pairs.tolist(),
+                "noisy_sums": self.factor_sums.tolist(),
+                "noise_std": self.factor_noise_std,
             }
         return out
 
@@ -297,6 +352,14 @@ def measurements(summary: NoisySummary, marginal_tolerance: float = 0.0,
         tolerance[groups[one_way]] = marginal_tolerance
         out.append(Measurement("basis", summary.basis, np.clip(summary.normalised, -1.0, 1.0),
                                summary.basis_noise_std / n, groups, tolerance))
+    if summary.factor_pairs is not None and summary.factor_sums is not None and summary.factor_pairs.size:
+        factors = summary.factor_pairs
+        indices = np.zeros((factors.size, factors.d), dtype=np.int64)
+        indices[np.arange(factors.size), factors.pairs[:, 0]] = 1
+        indices[np.arange(factors.size), factors.pairs[:, 1]] = 1
+        groups = basis_groups(BasisSet(factors.d, 1, indices))
+        out.append(Measurement("factor_pairs", factors, np.clip(summary.factor_sums / n, -1.0, 1.0),
+                               summary.factor_noise_std / n, groups, np.ones(int(groups.max()) + 1)))
     if summary.directions is not None and summary.direction_sums is not None:
         out.append(Measurement("directions", summary.directions, np.clip(summary.direction_sums / n, -1.0, 1.0),
                                summary.direction_noise_std / n,
@@ -348,13 +411,20 @@ def release_summary(
         summary.noisy_count = pooled_count(noisy_count, noise_std(count_scale, accountant),
                                            summary.histograms, summary.histogram_noise_std)
     if basis.size:
-        noisy_sums, scale = release_basis_sums(sums.basis_sums(basis), accountant.share(share),
-                                               accountant, noise)
+        basis, factors = _split_factor_pairs(basis, summary, params, sums.degree)
+        exact = sums.basis_sums(basis) if basis.size else np.zeros(0)
+        if factors is not None:
+            exact = np.concatenate([exact, factors.sums(sums)])
+        noisy_sums, scale = release_basis_sums(exact, accountant.share(share), accountant, noise)
+        std = noise_std(scale, accountant)
+        if factors is not None:
+            summary.factor_pairs, summary.factor_sums = factors, noisy_sums[basis.size:]
+            summary.factor_noise_std = std
+            noisy_sums = noisy_sums[:basis.size]
         summary.basis = BasisSet(d, max(summary.basis.degree, basis.degree),
                                  np.vstack([summary.basis.indices, basis.indices]))
         summary.noisy_sums = np.concatenate([summary.noisy_sums, noisy_sums])
-        summary.basis_noise_std = np.concatenate([summary.basis_noise_std,
-                                                  np.full(basis.size, noise_std(scale, accountant))])
+        summary.basis_noise_std = np.concatenate([summary.basis_noise_std, np.full(basis.size, std)])
 
     if strategy == "psi":
         summary.pca = _run_psi(sums, summary, params, accountant, noise, rng,
@@ -365,6 +435,21 @@ def release_summary(
             exact, accountant.share(params.directions_fraction), accountant, noise, stage="directions")
         summary.direction_noise_std = noise_std(dir_scale, accountant)
     return summary
+
+
+def _split_factor_pairs(basis: BasisSet, summary: NoisySummary, params: SmoothPCAParams,
+                        degree: int) -> tuple[BasisSet, FactorPairs | None]:
+    """With ``pair_factors: spread``, the basis less its ``T_1(x_i) T_1(x_j)`` terms, and those
+    pairs on the spread factors of the noisy histograms (post-processing of the released
+    marginals; ``degree``: the data pass's)."""
+    indices = basis.indices
+    first = ((indices == 1).sum(axis=1) == 2) & ((indices != 0).sum(axis=1) == 2)
+    if params.pair_factors != "spread" or not first.any() or summary.histograms is None or degree < 2:
+        return basis, None
+    pairs = np.array([np.flatnonzero(row) for row in indices[first]], dtype=np.int64)
+    coefficients = spread_factors(summary.marginal_probabilities(), degree)
+    rest = BasisSet(basis.d, basis.degree, indices[~first])
+    return rest, FactorPairs(coefficients, pairs)
 
 
 def pooled_count(noisy_count: float, count_std: float, histograms: np.ndarray,

@@ -1,0 +1,148 @@
+"""Pair terms on spread factors: ``p_i(x_i) p_j(x_j)`` with ``p_i`` a bounded Chebyshev polynomial.
+
+A pair term ``T_1(x_i) T_1(x_j)`` carries a correlation ``rho`` as a signal of about
+``rho sd_i sd_j`` (scaled units) against noise that depends only on the budget. On a column whose
+data fill a small part of its public range (heavy tails: scaled standard deviation near 0.1)
+that signal is a hundredth of ``rho``, below the noise of most releases. A factor
+``p_i = sum_r c_ir T_r`` with ``|p_i| <= 1`` on [-1, 1] has the same sensitivity as ``T_1``
+(every record's product stays in [-1, 1]) but may be steeper where the data are: ``-T_3`` has
+slope 3 at 0. Among such polynomials of the data pass's degree, :func:`spread_factors` picks the
+one whose covariance with ``x`` under the private marginal is largest (a small linear program),
+which is the first-order (linear) part of the signal a correlation leaves in
+``E[p_i(x_i) p_j(x_j)]``; ``T_1`` is kept where that does not gain :data:`MIN_GAIN`.
+
+The exact sums come from the data pass's Gram matrix (``sum T_r(x_i) T_s(x_j)`` for every
+``r, s`` up to its degree), so the data pass does not change. The data pass rounds each
+``T_r`` to the fixed-point grid (``2^-16``); the factors are scaled so that the rounded
+polynomial stays within [-1, 1] too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.polynomial import chebyshev
+from scipy.optimize import linprog
+
+from dpsmooth_spark.core.basis import SCALE, ExactSums, chebyshev_table, design_column
+
+MIN_GAIN = 1.05
+"""A column keeps ``T_1`` unless the spread factor's covariance with ``x`` under the private
+marginal is at least this many times ``var(x)`` (``T_1``'s)."""
+
+LP_GRID = 2001
+"""Points of [-1, 1] at which the linear program bounds the polynomial; the exact maximum is
+then taken at its critical points and the result scaled to it."""
+
+
+def polynomial_sup(coefficients: np.ndarray) -> float:
+    """``max |sum_r c_r T_r(x)|`` over ``x`` in [-1, 1], exactly: at the ends and the real
+    critical points inside."""
+    c = np.asarray(coefficients, dtype=np.float64)
+    points = [-1.0, 1.0]
+    if c.size > 2:
+        roots = chebyshev.Chebyshev(c).deriv().roots()
+        real = roots[np.abs(np.imag(roots)) < 1e-9].real
+        points.extend(real[np.abs(real) <= 1.0])
+    return float(np.max(np.abs(chebyshev.chebval(np.array(points), c))))
+
+
+def bounded(coefficients: np.ndarray) -> np.ndarray:
+    """``coefficients`` scaled so that the polynomial, with every ``T_r`` (r >= 1) moved by up
+    to the data pass's rounding ``0.5 / SCALE``, stays within [-1, 1]."""
+    c = np.asarray(coefficients, dtype=np.float64)
+    rounding = 0.5 / SCALE * float(np.abs(c[1:]).sum())
+    return c / (polynomial_sup(c) + rounding)
+
+
+def spread_factors(probabilities: np.ndarray, degree: int, min_gain: float = MIN_GAIN) -> np.ndarray:
+    """Per column, the coefficients ``c_i0 .. c_ig`` of ``p_i = sum_r c_ir T_r`` (``(d, g + 1)``).
+
+    ``probabilities`` ``(d, B)``: each column's private marginal on ``B`` equal cells of
+    [-1, 1]. ``p_i`` maximises ``cov(x, p_i(x))`` under that marginal subject to
+    ``|p_i| <= 1`` on [-1, 1]; ``T_1`` where that gains less than ``min_gain`` over ``var(x)``.
+    Post-processing of the marginal only.
+    """
+    probabilities = np.asarray(probabilities, dtype=np.float64)
+    d, cells = probabilities.shape
+    centres = -1.0 + (2.0 * np.arange(cells) + 1.0) / cells
+    at_centres = chebyshev_table(centres, degree)  # (B, g + 1)
+    grid = chebyshev_table(np.linspace(-1.0, 1.0, LP_GRID), degree)
+    limits = np.vstack([grid, -grid])
+    out = np.zeros((d, degree + 1))
+    out[:, 1] = 1.0
+    if degree < 2:
+        return out
+    for i, p in enumerate(probabilities):
+        deviation = centres - p @ centres
+        variance = float(p @ deviation**2)
+        if variance <= 0.0:
+            continue
+        gain = (p * deviation) @ at_centres  # cov(x, T_r(x)) for each r
+        found = linprog(-gain, A_ub=limits, b_ub=np.ones(2 * LP_GRID), bounds=[(None, None)] * (degree + 1),
+                        method="highs")
+        if found.status != 0:
+            continue
+        c = bounded(found.x)
+        if float(gain @ c) >= min_gain * variance:
+            out[i] = c
+    return out
+
+
+@dataclass(frozen=True)
+class FactorPairs:
+    """The functions ``p_i(x_i) p_j(x_j)`` for ``(i, j)`` in ``pairs``.
+
+    Attributes:
+        coefficients: ``(d, g + 1)`` Chebyshev coefficients of each column's factor
+            (``|p_i| <= 1`` on [-1, 1]).
+        pairs: ``(R, 2)`` column pairs.
+    """
+
+    coefficients: np.ndarray
+    pairs: np.ndarray
+
+    @property
+    def d(self) -> int:
+        return int(self.coefficients.shape[0])
+
+    @property
+    def degree(self) -> int:
+        return int(self.coefficients.shape[1]) - 1
+
+    @property
+    def size(self) -> int:
+        return int(self.pairs.shape[0])
+
+    def factors(self, points: np.ndarray) -> np.ndarray:
+        """``p_i`` at every point: ``(C, d)``."""
+        table = chebyshev_table(np.asarray(points, dtype=np.float64), self.degree)  # (C, d, g + 1)
+        return np.einsum("cdr,dr->cd", table, self.coefficients)
+
+    def evaluate(self, points: np.ndarray) -> np.ndarray:
+        """``(R, C)`` function values at ``points`` (``(C, d)``)."""
+        values = self.factors(points)
+        return (values[:, self.pairs[:, 0]] * values[:, self.pairs[:, 1]]).T
+
+    def sums(self, exact: ExactSums) -> np.ndarray:
+        """Exact ``sum_x p_i(x_i) p_j(x_j)`` from the data pass's Gram matrix (real units)."""
+        if exact.d != self.d or exact.degree < self.degree:
+            raise ValueError("factor pairs do not fit the computed design columns")
+        gram = exact.real_gram()
+        out = np.empty(self.size)
+        for k, (i, j) in enumerate(self.pairs):
+            rows = [0] + [design_column(int(i), r, exact.degree) for r in range(1, self.degree + 1)]
+            cols = [0] + [design_column(int(j), r, exact.degree) for r in range(1, self.degree + 1)]
+            out[k] = self.coefficients[i] @ gram[np.ix_(rows, cols)] @ self.coefficients[j]
+        return out
+
+    def moments(self, probabilities: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and variance of each factor under marginals on equal cells of [-1, 1]
+        (``(d, B)``; evaluated at the cell centres)."""
+        cells = probabilities.shape[1]
+        centres = -1.0 + (2.0 * np.arange(cells) + 1.0) / cells
+        values = chebyshev_table(centres, self.degree) @ self.coefficients.T  # (B, d)
+        mean = np.einsum("db,bd->d", probabilities, values)
+        second = np.einsum("db,bd->d", probabilities, values**2)
+        return mean, np.maximum(second - mean**2, 0.0)
