@@ -50,9 +50,9 @@ class SmoothPCAParams(BaseModel):
             ``null``: the group targets alone, which let the fit leave a group's whole slack on
             its strongest relation (up to ``sqrt(|G|)`` sigma). 2.5 holds 97% of Laplace draws.
         marginal_cells: grid cells per column for the private one-way marginals.
-        marginal_tolerance: ``null``: each noisy histogram without the cells below its noise,
-            mixed with uniform by the James-Stein factor (kept where it is clear, uniform where
-            it is noise; ``candidates._histogram_density``); a number:
+        marginal_tolerance: ``null``: each noisy histogram denoised by its James-Stein factor
+            (kept, less its cells below the noise, where it is clear; uniform where it is noise;
+            ``core.candidates.histogram_density``); a number:
             the chi-square per measured function a one-way marginal may leave (1: within the
             noise; 0: as close as the grid allows).
         copula_share: share of candidates drawn from the private-correlation copula.
