@@ -137,12 +137,56 @@ class FactorPairs:
             out[k] = self.coefficients[i] @ gram[np.ix_(rows, cols)] @ self.coefficients[j]
         return out
 
-    def moments(self, probabilities: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Mean and variance of each factor under marginals on equal cells of [-1, 1]
-        (``(d, B)``; evaluated at the cell centres)."""
-        cells = probabilities.shape[1]
-        centres = -1.0 + (2.0 * np.arange(cells) + 1.0) / cells
-        values = chebyshev_table(centres, self.degree) @ self.coefficients.T  # (B, d)
-        mean = np.einsum("db,bd->d", probabilities, values)
-        second = np.einsum("db,bd->d", probabilities, values**2)
-        return mean, np.maximum(second - mean**2, 0.0)
+
+COPULA_NODES = 40
+"""Gauss-Hermite nodes per axis of :func:`copula_correlations`' bivariate normal expectation."""
+
+
+def copula_correlations(factors: FactorPairs, probabilities: np.ndarray, answers: np.ndarray) -> np.ndarray:
+    """Per pair, the correlation ``rho`` of a Gaussian copula with the private marginals under
+    which ``E[p_i(x_i) p_j(x_j)]`` equals the pair's (normalised, noisy) answer (``rho`` in
+    [-0.99, 0.99]; the nearest end where the answer lies beyond what any ``rho`` gives).
+
+    ``probabilities`` ``(d, B)``: the marginals on equal cells of [-1, 1], inverted piecewise
+    linearly. The expectation is a Gauss-Hermite sum over the two normal scores; it increases
+    with ``rho`` when both factors increase with ``x``, so ``rho`` is found by bisection.
+    Post-processing only: the copula the candidates are drawn from."""
+    from scipy.special import ndtr, roots_hermitenorm
+
+    nodes, weights = roots_hermitenorm(COPULA_NODES)
+    weights = weights / weights.sum()
+    cells = probabilities.shape[1]
+    edges = np.linspace(-1.0, 1.0, cells + 1)
+    grid = np.linspace(-8.0, 8.0, 1601)  # normal scores at which each factor is tabulated
+    table = np.empty((factors.d, grid.size))
+    for i, p in enumerate(probabilities):
+        cdf = np.concatenate([[0.0], np.cumsum(p)])
+        keep = np.concatenate([[True], np.diff(cdf) > 0])
+        x = np.interp(ndtr(grid), cdf[keep] / cdf[-1], edges[keep])
+        table[i] = chebyshev.chebval(x, factors.coefficients[i])
+    out = np.zeros(factors.size)
+    for k, (i, j) in enumerate(factors.pairs):
+        left, right = np.interp(nodes, grid, table[i]), table[j]
+
+        def expectation(rho: float, left: np.ndarray = left, right: np.ndarray = right) -> float:
+            scores = rho * nodes[:, None] + np.sqrt(1.0 - rho * rho) * nodes[None, :]
+            return float(weights @ (left[:, None] * np.interp(scores, grid, right)) @ weights)
+
+        low, high = -0.99, 0.99
+        e_low, e_high = expectation(low), expectation(high)
+        sign = 1.0 if e_high >= e_low else -1.0
+        target = float(answers[k])
+        if sign * (target - e_low) <= 0:
+            out[k] = low
+            continue
+        if sign * (target - e_high) >= 0:
+            out[k] = high
+            continue
+        for _ in range(30):
+            middle = 0.5 * (low + high)
+            if sign * (expectation(middle) - target) < 0:
+                low = middle
+            else:
+                high = middle
+        out[k] = 0.5 * (low + high)
+    return out

@@ -8,7 +8,13 @@ import pytest
 from numpy.polynomial import chebyshev
 
 from dpsmooth_spark.core.basis import SCALE, PassSpec, partial_sums
-from dpsmooth_spark.core.factors import FactorPairs, bounded, polynomial_sup, spread_factors
+from dpsmooth_spark.core.factors import (
+    FactorPairs,
+    bounded,
+    copula_correlations,
+    polynomial_sup,
+    spread_factors,
+)
 from dpsmooth_spark.core.function_values import FunctionValues
 
 
@@ -102,3 +108,28 @@ def test_structured_products_match_the_dense_values(rng):
     y = rng.normal(size=4)
     np.testing.assert_allclose(values @ u, dense @ u, rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(values.T @ y, dense.T @ y, rtol=1e-4, atol=1e-5)
+
+
+def test_copula_correlation_inverts_the_factor_pair_answer(rng):
+    """Records from a Gaussian copula with known correlations and skewed / heavy-tailed
+    marginals: from the exact answers ``E[p_i p_j]`` (no noise) and the table's own marginals,
+    the copula correlation comes back within 0.03 of the one the records were drawn with
+    (measured within 0.006)."""
+    from scipy.special import ndtr
+
+    n = 200_000
+    truth = {(0, 1): 0.7, (0, 2): -0.4, (1, 2): 0.0}
+    cov = np.eye(3)
+    for (i, j), rho in truth.items():
+        cov[i, j] = cov[j, i] = rho
+    z = rng.multivariate_normal(np.zeros(3), cov, size=n)
+    u = ndtr(z)
+    x = np.column_stack([np.clip(0.05 * np.tan(np.pi * (u[:, 0] - 0.5)), -1, 1),  # Cauchy-like
+                         -0.95 + 0.2 * np.exp(1.0 * z[:, 1]).clip(max=9.75),   # log-normal
+                         2.0 * u[:, 2] - 1.0])                                # uniform
+    probs = np.array([cell_probabilities(x[:, i]) for i in range(3)])
+    pairs = np.array(list(truth))
+    factors = FactorPairs(spread_factors(probs, 3), pairs)
+    answers = factors.evaluate(x).mean(axis=1)
+    found = copula_correlations(factors, probs, answers)
+    np.testing.assert_allclose(found, list(truth.values()), atol=0.03)

@@ -35,7 +35,7 @@ from dpsmooth_spark.core.basis import (
     coarsen_histograms,
 )
 from dpsmooth_spark.core.candidates import histogram_density, nearest_psd
-from dpsmooth_spark.core.factors import FactorPairs, spread_factors
+from dpsmooth_spark.core.factors import FactorPairs, copula_correlations, spread_factors
 from dpsmooth_spark.core.subspace import SubspaceEstimate, private_subspace_iteration
 from dpsmooth_spark.mechanisms.smooth_pca.params import SmoothPCAParams, choose_basis
 from dpsmooth_spark.mechanisms.stages import (
@@ -132,8 +132,9 @@ class NoisySummary:
         """Private mean and covariance (scaled units) read off the basis answers.
 
         Uses ``x = T_1(x)``, ``x^2 = (T_2(x) + 1) / 2`` and ``x_i x_j = T_1(x_i) T_1(x_j)``;
-        a pair measured on spread factors gets the correlation of its factors (their means and
-        variances under the private marginals) times the two standard deviations; entries
+        a pair measured on spread factors gets the correlation of the Gaussian copula (with the
+        private marginals) under which its answer is expected (:func:`core.factors.copula_correlations`)
+        times the two standard deviations; entries
         without a matching function come from the noisy histograms (mean and variance) or are 0
         (covariance).
         """
@@ -161,11 +162,9 @@ class NoisySummary:
                     cov[i, j] = cov[j, i] = t11 - mean[i] * mean[j]
         np.fill_diagonal(cov, np.clip(np.diag(cov), VARIANCE_FLOOR, 1.0))
         if self.factor_pairs is not None and self.factor_sums is not None and self.histograms is not None:
-            f_mean, f_var = self.factor_pairs.moments(self.marginal_probabilities())
             answers = np.clip(self.factor_sums / max(self.noisy_count, 1.0), -1.0, 1.0)
-            for (i, j), value in zip(self.factor_pairs.pairs, answers):
-                spread = math.sqrt(max(f_var[i] * f_var[j], 1e-12))
-                corr = float(np.clip((value - f_mean[i] * f_mean[j]) / spread, -1.0, 1.0))
+            rho = copula_correlations(self.factor_pairs, self.marginal_probabilities(), answers)
+            for (i, j), corr in zip(self.factor_pairs.pairs, rho):
                 cov[i, j] = cov[j, i] = corr * math.sqrt(cov[i, i] * cov[j, j])
         return mean, nearest_psd(cov, VARIANCE_FLOOR)
 
