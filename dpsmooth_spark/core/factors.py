@@ -31,9 +31,10 @@ MIN_GAIN = 1.05
 """A column keeps ``T_1`` unless the spread factor's covariance with ``x`` under the private
 marginal is at least this many times ``var(x)`` (``T_1``'s)."""
 
-LP_GRID = 2001
+LP_GRID = 513
 """Points of [-1, 1] at which the linear program bounds the polynomial; the exact maximum is
-then taken at its critical points and the result scaled to it."""
+then taken at its critical points and the result scaled to it (2001 points found the same
+factors' gains to 3 digits on 30 columns, in 0.35 s instead of 0.11 s)."""
 
 
 def polynomial_sup(coefficients: np.ndarray) -> float:
@@ -138,8 +139,12 @@ class FactorPairs:
         return out
 
 
-COPULA_NODES = 40
+COPULA_NODES = 24
 """Gauss-Hermite nodes per axis of :func:`copula_correlations`' bivariate normal expectation."""
+SCORE_LIMIT, SCORE_POINTS = 8.0, 1601
+"""The grid of normal scores on which each factor is tabulated (linear in between)."""
+BISECTION_STEPS = 18
+"""Halvings of [-0.99, 0.99]: ``rho`` to within 8e-6."""
 
 
 def copula_correlations(factors: FactorPairs, probabilities: np.ndarray, answers: np.ndarray) -> np.ndarray:
@@ -148,8 +153,9 @@ def copula_correlations(factors: FactorPairs, probabilities: np.ndarray, answers
     [-0.99, 0.99]; the nearest end where the answer lies beyond what any ``rho`` gives).
 
     ``probabilities`` ``(d, B)``: the marginals on equal cells of [-1, 1], inverted piecewise
-    linearly. The expectation is a Gauss-Hermite sum over the two normal scores; it increases
-    with ``rho`` when both factors increase with ``x``, so ``rho`` is found by bisection.
+    linearly. The expectation is a Gauss-Hermite sum over the two normal scores, with each
+    factor tabulated on a grid of scores; it is monotone in ``rho`` when both factors are
+    monotone where the data are, and ``rho`` is found by bisection, all pairs at once.
     Post-processing only: the copula the candidates are drawn from."""
     from scipy.special import ndtr, roots_hermitenorm
 
@@ -157,36 +163,33 @@ def copula_correlations(factors: FactorPairs, probabilities: np.ndarray, answers
     weights = weights / weights.sum()
     cells = probabilities.shape[1]
     edges = np.linspace(-1.0, 1.0, cells + 1)
-    grid = np.linspace(-8.0, 8.0, 1601)  # normal scores at which each factor is tabulated
+    grid = np.linspace(-SCORE_LIMIT, SCORE_LIMIT, SCORE_POINTS)
+    step = grid[1] - grid[0]
     table = np.empty((factors.d, grid.size))
     for i, p in enumerate(probabilities):
         cdf = np.concatenate([[0.0], np.cumsum(p)])
         keep = np.concatenate([[True], np.diff(cdf) > 0])
         x = np.interp(ndtr(grid), cdf[keep] / cdf[-1], edges[keep])
         table[i] = chebyshev.chebval(x, factors.coefficients[i])
-    out = np.zeros(factors.size)
-    for k, (i, j) in enumerate(factors.pairs):
-        left, right = np.interp(nodes, grid, table[i]), table[j]
+    left = np.array([np.interp(nodes, grid, table[i]) for i in range(factors.d)])[factors.pairs[:, 0]]
+    right = table[factors.pairs[:, 1]]  # (P, grid)
+    rows = np.arange(factors.size)[:, None, None]
 
-        def expectation(rho: float, left: np.ndarray = left, right: np.ndarray = right) -> float:
-            scores = rho * nodes[:, None] + np.sqrt(1.0 - rho * rho) * nodes[None, :]
-            return float(weights @ (left[:, None] * np.interp(scores, grid, right)) @ weights)
+    def expectation(rho: np.ndarray) -> np.ndarray:
+        scores = rho[:, None, None] * nodes[None, :, None] + np.sqrt(1.0 - rho * rho)[:, None, None] * nodes
+        position = np.clip((scores - grid[0]) / step, 0.0, grid.size - 1.000001)
+        index = position.astype(np.int64)
+        frac = position - index
+        values = right[rows, index] * (1.0 - frac) + right[rows, index + 1] * frac
+        return np.einsum("pa,pab,a,b->p", left, values, weights, weights)
 
-        low, high = -0.99, 0.99
-        e_low, e_high = expectation(low), expectation(high)
-        sign = 1.0 if e_high >= e_low else -1.0
-        target = float(answers[k])
-        if sign * (target - e_low) <= 0:
-            out[k] = low
-            continue
-        if sign * (target - e_high) >= 0:
-            out[k] = high
-            continue
-        for _ in range(30):
-            middle = 0.5 * (low + high)
-            if sign * (expectation(middle) - target) < 0:
-                low = middle
-            else:
-                high = middle
-        out[k] = 0.5 * (low + high)
-    return out
+    target = np.asarray(answers, dtype=np.float64)
+    low, high = np.full(factors.size, -0.99), np.full(factors.size, 0.99)
+    e_low, e_high = expectation(low), expectation(high)
+    sign = np.where(e_high >= e_low, 1.0, -1.0)
+    below, above = sign * (target - e_low) <= 0, sign * (target - e_high) >= 0
+    for _ in range(BISECTION_STEPS):
+        middle = 0.5 * (low + high)
+        short = sign * (expectation(middle) - target) < 0
+        low, high = np.where(short, middle, low), np.where(short, high, middle)
+    return np.where(below, -0.99, np.where(above, 0.99, 0.5 * (low + high)))
