@@ -71,7 +71,8 @@ def evaluate(real_sample: np.ndarray, synthetic: np.ndarray, columns: list[str],
         real_means: per-query means over the whole real table (from a Spark pass); computed from
             ``real_sample`` when absent.
         label: index of a 0/1 label column for the SVM test, if any.
-        summary: the release's ``summary.json`` (basis-fit residuals when it has multi-indices).
+        summary: the release's ``summary.json`` (basis-fit residuals when it releases basis or
+            spread-factor pair answers).
         seed: randomness for the SVM split.
     """
     if real_means is None:
@@ -93,9 +94,9 @@ def evaluate(real_sample: np.ndarray, synthetic: np.ndarray, columns: list[str],
     if queries.pairwise is not None:
         metrics["pairwise_kernels"] = {"sigma": queries.pairwise.sigma,
                                        **absolute_errors(real_pairs, synth_pairs)}
-    if summary is not None and summary.get("multi_indices"):
-        metrics["basis_fit"] = basis_residuals(np.array(summary["multi_indices"]),
-                                               np.array(summary["noisy_means"]), synthetic, real_sample)
+    fit = None if summary is None else basis_residuals(summary, synthetic, real_sample)
+    if fit is not None:
+        metrics["basis_fit"] = fit
     if label is not None:
         metrics["svm"] = svm_metrics(real_sample, synthetic, label, seed)
     return metrics

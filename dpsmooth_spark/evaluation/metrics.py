@@ -103,19 +103,40 @@ def svm_auc(train_x: np.ndarray, train_y: np.ndarray, test_x: np.ndarray, test_y
     return float(roc_auc_score(test_y, model.decision_function(test_x)))
 
 
-def basis_residuals(indices: np.ndarray, noisy_answers: np.ndarray, synthetic: np.ndarray,
-                    real: np.ndarray | None = None) -> dict[str, float]:
-    """How far the synthetic table's basis answers are from the released noisy ones (what the LP
-    and the sampling could not fit), and, given the real rows, how far the noisy answers are from
-    the truth (the noise)."""
+def basis_residuals(summary: dict, synthetic: np.ndarray, real: np.ndarray | None = None) -> dict[str, float] | None:
+    """How far the synthetic table's answers to the released functions (the basis of
+    ``summary["multi_indices"]`` and the pairs on spread factors of ``summary["factor_pairs"]``)
+    are from the released noisy ones (what the fit and the sampling could not fit), and, given the
+    real rows, how far the noisy answers are from the truth (the noise). ``None`` when the summary
+    releases no such function."""
     from dpsmooth_spark.core.basis import BasisSet
+    from dpsmooth_spark.core.factors import FactorPairs
 
-    basis = BasisSet(indices.shape[1], int(indices.max(initial=1)), indices)
-    synth_answers = basis.evaluate(synthetic).mean(axis=1)
-    out = {"fit_max_abs": float(np.abs(synth_answers - noisy_answers).max()),
+    def answers(points: np.ndarray) -> np.ndarray:
+        parts = []
+        indices = np.array(summary.get("multi_indices") or [], dtype=np.int64)
+        if indices.size:
+            parts.append(BasisSet(indices.shape[1], int(indices.max(initial=1)), indices).evaluate(points).mean(axis=1))
+        if factor is not None:
+            parts.append(factor.evaluate(points).mean(axis=1))
+        return np.concatenate(parts)
+
+    noisy = [np.array(summary.get("noisy_means") or [], dtype=np.float64)]
+    factor = None
+    if summary.get("factor_pairs"):
+        pairs = summary["factor_pairs"]
+        factor = FactorPairs(np.array(pairs["coefficients"], dtype=np.float64),
+                             np.array(pairs["pairs"], dtype=np.int64).reshape(-1, 2))
+        noisy.append(np.array(pairs["noisy_sums"], dtype=np.float64) / max(float(summary["noisy_count"]), 1.0))
+    noisy_answers = np.concatenate(noisy)
+    if noisy_answers.size == 0:
+        return None
+    synth_answers = answers(synthetic)
+    out = {"functions": int(noisy_answers.size),
+           "fit_max_abs": float(np.abs(synth_answers - noisy_answers).max()),
            "fit_mean_abs": float(np.abs(synth_answers - noisy_answers).mean())}
     if real is not None:
-        real_answers = basis.evaluate(real).mean(axis=1)
+        real_answers = answers(real)
         out["noise_max_abs"] = float(np.abs(real_answers - noisy_answers).max())
         out["noise_mean_abs"] = float(np.abs(real_answers - noisy_answers).mean())
         out["synthetic_vs_real_max_abs"] = float(np.abs(real_answers - synth_answers).max())

@@ -9,6 +9,7 @@ from dpsmooth_spark.evaluation.baselines import independent_laplace, real_half, 
 from dpsmooth_spark.evaluation.evaluate import QuerySets, evaluate
 from dpsmooth_spark.evaluation.metrics import (
     PairwiseKernelQueries,
+    basis_residuals,
     correlation_difference,
     distinct_rows,
     marginal_wasserstein,
@@ -70,3 +71,33 @@ def test_evaluate_reports_every_metric(rng):
                             "pairwise_kernels", "svm"}
     assert metrics["svm"]["auc_synthetic_trained"] > 0.9
     assert metrics["paper_protocol"]["4.0"]["worst_rel"] < 0.1
+
+
+def test_basis_fit_covers_the_basis_and_the_spread_factor_pairs(rng):
+    """Residuals over both kinds of released function, each answer computed here from its formula
+    (cos(r arccos x)); the noisy answers are the real ones plus known offsets."""
+    x = correlated(rng, n=500, d=3)
+    coefficients = np.array([[0.0, 0.6, 0.4], [0.0, 1.0, 0.0], [0.1, 0.5, 0.3]])
+
+    def cheb(r, v):
+        return np.cos(r * np.arccos(v))
+
+    def factor(i, v):
+        return sum(c * cheb(r, v) for r, c in enumerate(coefficients[i]))
+
+    basis_answers = np.array([cheb(2, x[:, 0]).mean(), (cheb(1, x[:, 1]) * cheb(3, x[:, 2])).mean()])
+    pair_answers = np.array([(factor(0, x[:, 0]) * factor(2, x[:, 2])).mean()])
+    offsets = np.array([0.01, -0.02, 0.05])
+    n = 480.0  # a noisy count: pair answers are noisy sums over it
+    summary = {"noisy_count": n, "multi_indices": [[2, 0, 0], [0, 1, 3]],
+               "noisy_means": (basis_answers + offsets[:2]).tolist(),
+               "factor_pairs": {"coefficients": coefficients.tolist(), "pairs": [[0, 2]],
+                                "noisy_sums": ((pair_answers + offsets[2:]) * n).tolist()}}
+    fit = basis_residuals(summary, x, x)
+    assert fit["functions"] == 3
+    assert fit["fit_max_abs"] == pytest.approx(0.05, abs=1e-9)
+    assert fit["noise_mean_abs"] == pytest.approx(np.abs(offsets).mean(), abs=1e-9)
+    assert fit["synthetic_vs_real_max_abs"] == pytest.approx(0.0, abs=1e-12)
+    only_pairs = dict(summary, multi_indices=[], noisy_means=[])
+    assert basis_residuals(only_pairs, x, x)["fit_max_abs"] == pytest.approx(0.05, abs=1e-9)
+    assert basis_residuals({"noisy_count": n, "multi_indices": [], "noisy_means": []}, x) is None
