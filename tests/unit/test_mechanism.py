@@ -336,6 +336,34 @@ def test_summary_with_factor_pairs_round_trips_to_the_same_fit(rng):
     np.testing.assert_array_equal(first.weights, second.weights)
 
 
+def test_pairs_on_spread_factors_share_their_hub_columns_group(rng):
+    """The fit's stopping rule weighs a hub column's pair terms as one group: the first-order
+    pairs on spread factors join the group of the Chebyshev pair terms on the same columns (as
+    T_1 T_1 did), and every other group keeps labels of its own."""
+    from dpsmooth_spark.mechanisms.smooth_pca import measurements
+    from dpsmooth_spark.mechanisms.smooth_pca.fit import _global_groups
+
+    table, bounds = correlated_table(rng, n=20_000)
+    synth = SmoothSynthesizer(50.0, bounds, params=SmoothPCAParams(candidates=2000), random_state=3).fit(table)
+    found = measurements(synth.result_.summary)
+    names = [m.name for m in found]
+    assert "factor_pairs" in names and "basis" in names
+    groups, tolerance = _global_groups(found)
+    assert tolerance.size == groups.max() + 1
+    offsets = np.cumsum([0] + [m.values.size for m in found])
+    rows = {m.name: groups[start:stop] for m, start, stop in zip(found, offsets[:-1], offsets[1:])}
+    basis = found[names.index("basis")].queries.indices
+    factors = found[names.index("factor_pairs")].queries.pairs
+    checked = 0
+    for k, (i, j) in enumerate(factors):
+        same = np.flatnonzero((basis[:, i] > 0) & (basis[:, j] > 0) & ((basis != 0).sum(axis=1) == 2))
+        assert np.all(rows["basis"][same] == rows["factor_pairs"][k])
+        checked += same.size
+    assert checked > 0
+    if "histograms" in rows:
+        assert not set(rows["histograms"]) & set(rows["factor_pairs"])
+
+
 def test_a_million_rows_fit_without_solver_trouble():
     """At 10^6 rows the noise is small, and the LP's rows in raw z-scores reach 1e4-1e5: GLOP
     stopped with ABNORMAL on this table before the rows were scaled by one constant (found by

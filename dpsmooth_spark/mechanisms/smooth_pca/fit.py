@@ -105,6 +105,20 @@ def noise_scaled_values(found: list[Measurement], points: np.ndarray) -> Functio
     return FunctionValues.from_functions([m.queries for m in found], scales, points)
 
 
+def _global_groups(found: list[Measurement]) -> tuple[np.ndarray, np.ndarray]:
+    """Every answer's group across the measurements, and each group's tolerance: labels are
+    offset per measurement, except that measurements of one ``group_space`` share theirs."""
+    offsets: dict[object, int] = {}
+    groups, tolerance = [], []
+    for k, m in enumerate(found):
+        space = k if m.group_space is None else m.group_space
+        if space not in offsets:
+            offsets[space] = sum(t.size for t in tolerance)
+            tolerance.append(np.asarray(m.tolerance, dtype=np.float64))
+        groups.append(m.groups + offsets[space])
+    return np.concatenate(groups), np.concatenate(tolerance)
+
+
 def _keep_prior_marginals(found: list[Measurement], support: Candidates) -> list[Measurement]:
     """Let each histogram group leave at least the chi-square of the marginal the candidates were
     drawn from (a shrunk histogram is not pulled back to the noisy one)."""
@@ -150,9 +164,7 @@ def fit_from_summary(summary: NoisySummary, params: SmoothPCAParams, rng: np.ran
     b = np.concatenate([m.values for m in found])
     sigma = np.concatenate([np.broadcast_to(m.std, m.values.shape) for m in found])
     z = b / sigma
-    offsets = np.cumsum([0] + [int(m.groups.max()) + 1 for m in found])
-    groups = np.concatenate([m.groups + off for m, off in zip(found, offsets)])
-    tolerance = np.concatenate([m.tolerance for m in found])
+    groups, tolerance = _global_groups(found)
     timings["candidates"] = time.perf_counter() - start
 
     start = time.perf_counter()

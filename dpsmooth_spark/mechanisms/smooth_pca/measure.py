@@ -71,6 +71,9 @@ class Measurement:
         groups: ``(R,)`` labels ``0 .. G-1``: answers the fit must match to within their noise
             together (one column's marginal, one hub column's pairs).
         tolerance: ``(G,)`` chi-square per answer each group may leave (1: within the noise).
+        group_space: measurements with the same ``group_space`` share their group labels and
+            ``tolerance`` (a hub column's pair terms, Chebyshev products and pairs on spread
+            factors alike); ``None``: groups of their own.
     """
 
     name: str
@@ -79,6 +82,7 @@ class Measurement:
     std: np.ndarray | float
     groups: np.ndarray
     tolerance: np.ndarray
+    group_space: str | None = None
 
 
 @dataclass
@@ -344,21 +348,27 @@ def measurements(summary: NoisySummary, marginal_tolerance: float = 0.0,
         std = summary.histogram_noise_std * np.sqrt(bins // keep) / n
         out.append(Measurement("histograms", HistogramBasis(d, keep), np.clip(merged.ravel() / n, 0.0, 1.0), std,
                                np.repeat(np.arange(d), keep), np.full(d, marginal_tolerance)))
-    if summary.basis.size:
-        groups = basis_groups(summary.basis)
-        one_way = (summary.basis.indices != 0).sum(axis=1) == 1
+    # A hub column's pair terms form one group whether they are Chebyshev products or on spread
+    # factors: the first-order pairs on spread factors group as T_1 T_1 did.
+    factors = summary.factor_pairs if summary.factor_sums is not None else None
+    pairs = np.zeros((0, summary.basis.d), dtype=np.int64)
+    if factors is not None and factors.size:
+        pairs = np.zeros((factors.size, factors.d), dtype=np.int64)
+        pairs[np.arange(factors.size), factors.pairs[:, 0]] = 1
+        pairs[np.arange(factors.size), factors.pairs[:, 1]] = 1
+    joint = BasisSet(summary.basis.d, max(summary.basis.degree, 1), np.vstack([summary.basis.indices, pairs]))
+    if joint.size:
+        groups = basis_groups(joint)
+        one_way = (joint.indices != 0).sum(axis=1) == 1
         tolerance = np.ones(int(groups.max()) + 1)
         tolerance[groups[one_way]] = marginal_tolerance
-        out.append(Measurement("basis", summary.basis, np.clip(summary.normalised, -1.0, 1.0),
-                               summary.basis_noise_std / n, groups, tolerance))
-    if summary.factor_pairs is not None and summary.factor_sums is not None and summary.factor_pairs.size:
-        factors = summary.factor_pairs
-        indices = np.zeros((factors.size, factors.d), dtype=np.int64)
-        indices[np.arange(factors.size), factors.pairs[:, 0]] = 1
-        indices[np.arange(factors.size), factors.pairs[:, 1]] = 1
-        groups = basis_groups(BasisSet(factors.d, 1, indices))
-        out.append(Measurement("factor_pairs", factors, np.clip(summary.factor_sums / n, -1.0, 1.0),
-                               summary.factor_noise_std / n, groups, np.ones(int(groups.max()) + 1)))
+        size = summary.basis.size
+        if size:
+            out.append(Measurement("basis", summary.basis, np.clip(summary.normalised, -1.0, 1.0),
+                                   summary.basis_noise_std / n, groups[:size], tolerance, "basis"))
+        if pairs.size:
+            out.append(Measurement("factor_pairs", factors, np.clip(summary.factor_sums / n, -1.0, 1.0),
+                                   summary.factor_noise_std / n, groups[size:], tolerance, "basis"))
     if summary.directions is not None and summary.direction_sums is not None:
         out.append(Measurement("directions", summary.directions, np.clip(summary.direction_sums / n, -1.0, 1.0),
                                summary.direction_noise_std / n,
