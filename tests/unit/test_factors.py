@@ -114,7 +114,9 @@ def test_copula_correlation_inverts_the_factor_pair_answer(rng):
     """Records from a Gaussian copula with known correlations and skewed / heavy-tailed
     marginals: from the exact answers ``E[p_i p_j]`` (no noise) and the table's own marginals,
     the copula correlation comes back within 0.03 of the one the records were drawn with
-    (measured within 0.012)."""
+    (measured within 0.012). Seeded; over seeds, the sample correlation of 200,000 records
+    varies by about 0.002: the measured 0.012 plus 5 sample standard deviations stays within
+    0.03 (false failures below 1e-6)."""
     from scipy.special import ndtr
 
     n = 200_000

@@ -384,8 +384,8 @@ def test_spread_factors_keep_the_relations_of_narrow_columns():
     tenth of their range, so ``T_1(x_i) T_1(x_j)`` carries a correlation of 0.7 as a signal of
     0.004 against noise of 0.001 (20,000 rows, epsilon 1). Pair terms on spread factors (the
     default) keep both strong pairs at 0.4 or more and the four absent ones within 0.1 in the
-    fitted distribution at each of 3 seeds (measured 0.44-0.58 and 0.04), and their mean
-    correlation error is at most 0.75x that of the Chebyshev pair terms (measured 0.079 against
+    fitted distribution at each of 3 seeds (measured 0.43-0.58 and 0.034), and their mean
+    correlation error is at most 0.75x that of the Chebyshev pair terms (measured 0.084 against
     0.158, which invented -0.50 on one absent pair; seeded, so deterministic)."""
     rng = np.random.default_rng(7)
     n = 20_000
