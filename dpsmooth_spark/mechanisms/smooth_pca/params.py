@@ -58,7 +58,9 @@ class SmoothPCAParams(BaseModel):
         copula_share: share of candidates drawn from the private-correlation copula.
         jitter: per-column standard deviation of the sampling neighbourhood, as a fraction of the
             private per-column standard deviation (0 disables it).
-        auto_noise_target: per-function noise standard deviation (normalised) that ``auto`` allows.
+        auto_noise_target: per-function noise standard deviation (normalised) that ``auto`` allows
+            (0.03 since the first-order pairs are on spread factors; 0.02 before, see
+            docs/mechanisms.md).
         max_functions: largest basis (R, before anchor terms) that ``auto`` may pick; ``None``: no cap
             (the fit's cost is measured in ``benchmarks/stages.json``; no cap is needed for it).
         lp_solver: OR-Tools backend of ``fit: lp``.
@@ -98,7 +100,7 @@ class SmoothPCAParams(BaseModel):
     marginal_tolerance: float | None = Field(default=None, ge=0, le=10)
     copula_share: float = Field(default=0.5, ge=0, le=1)
     jitter: float = Field(default=0.02, ge=0, le=2)
-    auto_noise_target: float = Field(default=0.02, gt=0)
+    auto_noise_target: float = Field(default=0.03, gt=0)
     max_functions: int | None = Field(default=None, ge=1)
     lp_solver: Literal["glop", "pdlp", "clp"] = "glop"
     herding_rows: int = Field(default=20_000, ge=0, le=1_000_000)
