@@ -116,6 +116,13 @@ class FactorPairs:
     def size(self) -> int:
         return int(self.pairs.shape[0])
 
+    @property
+    def spread(self) -> np.ndarray:
+        """``(d,)``: which columns' factor is not ``T_1``."""
+        t1 = np.zeros(self.degree + 1)
+        t1[1] = 1.0
+        return ~np.all(self.coefficients == t1, axis=1)
+
     def factors(self, points: np.ndarray) -> np.ndarray:
         """``p_i`` at every point: ``(C, d)``."""
         table = chebyshev_table(np.asarray(points, dtype=np.float64), self.degree)  # (C, d, g + 1)

@@ -112,25 +112,23 @@ def basis_residuals(summary: dict, synthetic: np.ndarray, real: np.ndarray | Non
     from dpsmooth_spark.core.basis import BasisSet
     from dpsmooth_spark.core.factors import FactorPairs
 
-    def answers(points: np.ndarray) -> np.ndarray:
-        parts = []
-        indices = np.array(summary.get("multi_indices") or [], dtype=np.int64)
-        if indices.size:
-            parts.append(BasisSet(indices.shape[1], int(indices.max(initial=1)), indices).evaluate(points).mean(axis=1))
-        if factor is not None:
-            parts.append(factor.evaluate(points).mean(axis=1))
-        return np.concatenate(parts)
-
-    noisy = [np.array(summary.get("noisy_means") or [], dtype=np.float64)]
-    factor = None
+    functions, noisy = [], []
+    indices = np.array(summary.get("multi_indices") or [], dtype=np.int64)
+    if indices.size:
+        functions.append(BasisSet(indices.shape[1], int(indices.max(initial=1)), indices))
+        noisy.append(np.array(summary["noisy_means"], dtype=np.float64))
     if summary.get("factor_pairs"):
         pairs = summary["factor_pairs"]
-        factor = FactorPairs(np.array(pairs["coefficients"], dtype=np.float64),
-                             np.array(pairs["pairs"], dtype=np.int64).reshape(-1, 2))
+        functions.append(FactorPairs(np.array(pairs["coefficients"], dtype=np.float64),
+                                     np.array(pairs["pairs"], dtype=np.int64).reshape(-1, 2)))
         noisy.append(np.array(pairs["noisy_sums"], dtype=np.float64) / max(float(summary["noisy_count"]), 1.0))
-    noisy_answers = np.concatenate(noisy)
+    noisy_answers = np.concatenate(noisy) if noisy else np.zeros(0)
     if noisy_answers.size == 0:
         return None
+
+    def answers(points: np.ndarray) -> np.ndarray:
+        return np.concatenate([f.evaluate(points).mean(axis=1) for f in functions])
+
     synth_answers = answers(synthetic)
     out = {"functions": int(noisy_answers.size),
            "fit_max_abs": float(np.abs(synth_answers - noisy_answers).max()),

@@ -83,8 +83,7 @@ def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
                   or summary.factor_pairs is not None,
                   "pairs_on_spread_factors": 0 if summary.factor_pairs is None else summary.factor_pairs.size,
                   "spread_columns": [] if summary.factor_pairs is None else [
-                      name for name, c in zip(run.bounds.columns, summary.factor_pairs.coefficients)
-                      if not np.array_equal(c[:2], [0.0, 1.0]) or np.any(c[2:])]},
+                      name for name, spread in zip(run.bounds.columns, summary.factor_pairs.spread) if spread]},
         "candidate_strategy": "psi" if summary.pca is not None else "moments",
         "candidates": int(result.candidates.shape[0]),
         "null_shares": {name: float(p) for name, p, on in zip(run.bounds.columns, null_shares, nullable) if on},

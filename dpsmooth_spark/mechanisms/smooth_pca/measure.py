@@ -21,6 +21,7 @@ post-processing.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -143,19 +144,9 @@ class NoisySummary:
         (covariance).
         """
         d = self.basis.d
-        b = self.normalised
-        lookup = {tuple(idx): j for j, idx in enumerate(self.basis.indices)}
-
-        def answer(*pairs: tuple[int, int]) -> float | None:
-            idx = [0] * d
-            for i, r in pairs:
-                idx[i] = r
-            j = lookup.get(tuple(idx))
-            return None if j is None else float(b[j])
-
-        hist_mean, hist_var = self.histogram_moments()
-        t1 = [answer((i, 1)) for i in range(d)]
-        mean = np.clip([hist_mean[i] if v is None else v for i, v in enumerate(t1)], -1.0, 1.0)
+        answer = self._answer_lookup()
+        mean = self.mean()
+        _, hist_var = self.histogram_moments()
         cov = np.zeros((d, d))
         for i in range(d):
             t2 = answer((i, 2))
@@ -171,6 +162,30 @@ class NoisySummary:
             for (i, j), corr in zip(self.factor_pairs.pairs, rho):
                 cov[i, j] = cov[j, i] = corr * math.sqrt(cov[i, i] * cov[j, j])
         return mean, nearest_psd(cov, VARIANCE_FLOOR)
+
+    def mean(self) -> np.ndarray:
+        """Private mean (scaled units): ``T_1(x_i)``'s answer where measured, else the noisy
+        histogram's mean."""
+        answer = self._answer_lookup()
+        hist_mean, _ = self.histogram_moments()
+        t1 = [answer((i, 1)) for i in range(self.basis.d)]
+        return np.clip([hist_mean[i] if v is None else v for i, v in enumerate(t1)], -1.0, 1.0)
+
+    def _answer_lookup(self) -> Callable[..., float | None]:
+        """``answer((i, r), (j, s))``: the noisy answer of ``T_r(x_i) T_s(x_j)`` (any number of
+        factors), ``None`` where the basis lacks it."""
+        d = self.basis.d
+        b = self.normalised
+        lookup = {tuple(idx): j for j, idx in enumerate(self.basis.indices)}
+
+        def answer(*pairs: tuple[int, int]) -> float | None:
+            idx = [0] * d
+            for i, r in pairs:
+                idx[i] = r
+            j = lookup.get(tuple(idx))
+            return None if j is None else float(b[j])
+
+        return answer
 
     @property
     def functions(self) -> int:
@@ -188,8 +203,7 @@ class NoisySummary:
     def has_all_pairs(self) -> bool:
         """Whether every pair of columns has a first-order pair term (``T_1 T_1`` or factors)."""
         d = self.basis.d
-        covered = {tuple(np.flatnonzero(row)) for row in self.basis.indices
-                   if (row == 1).sum() == 2 and (row != 0).sum() == 2}
+        covered = {tuple(np.flatnonzero(row)) for row in self.basis.indices[first_pairs(self.basis.indices)]}
         if self.factor_pairs is not None:
             covered |= {(int(min(i, j)), int(max(i, j))) for i, j in self.factor_pairs.pairs}
         return d < 2 or len(covered) >= d * (d - 1) // 2
@@ -302,10 +316,14 @@ class NoisySummary:
         return out
 
 
+def first_pairs(indices: np.ndarray) -> np.ndarray:
+    """Which rows of multi-indices ``indices`` are first-order pair terms ``T_1(x_i) T_1(x_j)``."""
+    return ((indices == 1).sum(axis=1) == 2) & ((indices != 0).sum(axis=1) == 2)
+
+
 def all_pairs_of(basis: BasisSet) -> bool:
     """Whether ``basis`` has ``T_1(x_i) T_1(x_j)`` for every pair of columns."""
-    first_pairs = ((basis.indices == 1).sum(axis=1) == 2) & ((basis.indices != 0).sum(axis=1) == 2)
-    return basis.d < 2 or int(first_pairs.sum()) >= basis.d * (basis.d - 1) // 2
+    return basis.d < 2 or int(first_pairs(basis.indices).sum()) >= basis.d * (basis.d - 1) // 2
 
 
 def basis_groups(basis: BasisSet) -> np.ndarray:
@@ -452,7 +470,7 @@ def _split_factor_pairs(basis: BasisSet, summary: NoisySummary, params: SmoothPC
     pairs on the spread factors of the noisy histograms (post-processing of the released
     marginals; ``degree``: the data pass's)."""
     indices = basis.indices
-    first = ((indices == 1).sum(axis=1) == 2) & ((indices != 0).sum(axis=1) == 2)
+    first = first_pairs(indices)
     if params.pair_factors != "spread" or not first.any() or summary.histograms is None or degree < 2:
         return basis, None
     pairs = np.array([np.flatnonzero(row) for row in indices[first]], dtype=np.int64)
@@ -540,7 +558,7 @@ def _run_psi(sums: ExactSums, summary: NoisySummary, params: SmoothPCAParams,
     sens = _psi_sensitivity(params, d, accountant)
     scale = accountant.noise_scale(sens, budget, invocations=iterations)
     second = sums.second_moments()
-    mean, _ = summary.moments()
+    mean = summary.mean()
     offset = -max(summary.noisy_count, 1.0) * np.outer(mean, mean)
     estimate = private_subspace_iteration(
         data_product=lambda x: second @ x,
