@@ -280,6 +280,53 @@ def test_a_histogram_the_noise_swamps_stays_near_uniform():
     assert np.mean(ours) < 0.5 * np.mean(projected)
 
 
+def test_shrinkage_bound_is_the_best_factor_for_the_farthest_histogram():
+    """``largest_shrinkage_factor`` against a simulation: for the histogram farthest from uniform
+    (one cell holds everything) the factor ``f`` of ``u + f (y - u)`` with the least squared
+    error over 200,000 seeded Laplace draws (least squares over the draws, no code under test)
+    is the bound, for 4 cells with share noise 1.17 (wine at epsilon 0.1) and 16 cells with
+    0.05; the simulated factor's standard error is below 0.3% of it."""
+    from dpsmooth_spark.core.candidates import largest_shrinkage_factor
+
+    rng = np.random.default_rng(0)
+    for k, std in ((4, 1.17), (16, 0.05)):
+        truth = np.eye(k)[0]
+        uniform = np.full(k, 1.0 / k)
+        draws = truth + rng.laplace(0.0, std / np.sqrt(2.0), (200_000, k))
+        best = float(((draws - uniform) @ (truth - uniform)).sum() / ((draws - uniform) ** 2).sum())
+        assert largest_shrinkage_factor(k, np.full(k, std)) == pytest.approx(best, rel=0.01)
+
+
+def test_a_histogram_the_noise_swamps_does_not_pile_into_one_cell():
+    """4 cells of a spread column (wine's first column: 0.1 / 0.35 / 0.4 / 0.15) with share noise
+    1.17 (wine at epsilon 0.1): a chi-square of 8 or more from the noise alone gives a
+    James-Stein factor of 0.75 or more, and cutting the negative cells then puts the column in one cell.
+    With the factor capped by ``largest_shrinkage_factor`` the private marginal's mean
+    Wasserstein-1 to the truth over 200 seeded draws is below 0.85x the uncapped factor's
+    (measured 0.176 against 0.237; 0.72-0.76x over seeds 0-5), and its largest cell holds 0.35
+    on average against 0.46."""
+    from dpsmooth_spark.core.candidates import histogram_density
+
+    rng = np.random.default_rng(0)
+    truth = np.array([0.1, 0.35, 0.4, 0.15])
+    uniform = np.full(4, 0.25)
+
+    def w1(p: np.ndarray) -> float:  # cells of width 0.5 on [-1, 1]
+        return 0.5 * float(np.abs(np.cumsum(p - truth)[:-1]).sum())
+
+    capped, uncapped, largest = [], [], []
+    for _ in range(200):
+        shares = truth + rng.laplace(0.0, 1.17 / np.sqrt(2.0), 4)
+        density = histogram_density(shares, np.full(4, 1.17), 4)
+        capped.append(w1(density))
+        largest.append(density.max())
+        factor = max(0.0, 1.0 - 2.0 / float((((shares - uniform) / 1.17) ** 2).sum()))
+        mass = np.maximum(uniform + factor * (shares - uniform), 0.0)
+        uncapped.append(w1(mass / mass.sum()))
+    assert np.mean(capped) < 0.85 * np.mean(uncapped)
+    assert np.mean(largest) < 0.42
+
+
 def test_library_levels_put_values_on_their_lattice_and_keep_the_relation():
     """``levels`` in the library: a 0/1 label and an integer age come back exactly on their
     points (no jitter, no rounding error), and the label's relation to ``a`` survives at 2000
