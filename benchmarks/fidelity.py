@@ -9,7 +9,8 @@ baseline), the train-on-synthetic / test-on-real AUC of a logistic regression fo
 label, the paper's worst relative Gaussian-kernel query error (``--queries`` queries per sigma)
 and the seconds the release took. Methods: ``ours`` (the synthesize mechanism in memory, default
 parameters, the 0/1 label declared as two levels and an anchor column, as in the example
-configs), ``independent`` (per-column Laplace histograms, epsilon / d each) and ``uniform``.
+configs; ``ours_zcdp``: the same at ``(epsilon, 1e-9)`` in the Gaussian zCDP mode, the guarantee
+MST and AIM give), ``independent`` (per-column Laplace histograms, epsilon / d each) and ``uniform``.
 Writes ``benchmarks/fidelity.json``; ``docs/benchmarks.md`` has the table.
 """
 
@@ -34,7 +35,10 @@ from dpsmooth_spark.evaluation.queries import PAPER_SIGMAS, GaussianMixtureQueri
 from dpsmooth_spark.mechanisms.smooth_pca import SmoothPCAParams, SmoothSynthesizer
 from dpsmooth_spark.privacy.noise import NoiseSource
 
-METHODS = ("ours", "independent", "uniform", "mst", "aim")
+METHODS = ("ours", "ours_zcdp", "independent", "uniform", "mst", "aim")
+PEER_DELTA = 1e-9
+"""The delta of smartnoise-synth's MST and AIM (their default, accounted in zCDP): ``ours_zcdp``
+runs our mechanism at the same ``(epsilon, delta)`` guarantee, in its Gaussian zCDP mode."""
 DEFAULT_TOOL = ROOT.parent / "shared" / "tools" / "fidelity.py"
 PEERS_PYTHON = ROOT / ".venv-peers" / "bin" / "python"
 
@@ -58,14 +62,17 @@ def peer_release(method: str, data: np.ndarray, bounds: PublicBounds, epsilon: f
 
 
 def release(method: str, data: np.ndarray, bounds: PublicBounds, epsilon: float,
-            params: dict, rng: np.random.Generator, label: str | None = None) -> np.ndarray:
+            params: dict, rng: np.random.Generator, label: str | None = None,
+            delta: float = 0.0) -> np.ndarray:
     """Synthetic rows in original units (as many as the real table has); ``params`` are
     :class:`SmoothPCAParams` for ``ours``, which declares the 0/1 ``label`` a column of two
-    levels (as the example configs declare ``values: [0, 1]``)."""
+    levels (as the example configs declare ``values: [0, 1]``) and runs at ``(epsilon, delta)``
+    (0: pure epsilon-DP)."""
     n, d = data.shape
     if method == "ours":
         synth = SmoothSynthesizer(epsilon, dict(zip(bounds.columns, zip(bounds.lower, bounds.upper))),
-                                  params=SmoothPCAParams(**params), levels={label: 2} if label else None)
+                                  delta=delta, params=SmoothPCAParams(**params),
+                                  levels={label: 2} if label else None)
         out = synth.fit({c: data[:, i] for i, c in enumerate(bounds.columns)}).sample(n)
         return np.column_stack([out[c] for c in bounds.columns])
     if method == "independent":
@@ -119,6 +126,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "fidelity.json")
     ap.add_argument("--markdown", type=Path, help="only print the Markdown table of a results file")
     args = ap.parse_args(argv)
+    unknown = set(args.methods.split(",")) - set(METHODS)
+    if unknown:
+        raise SystemExit(f"unknown methods {sorted(unknown)}; choose from {', '.join(METHODS)}")
     if args.markdown:
         print(markdown(json.loads(args.markdown.read_text())["runs"]))
         return
@@ -146,12 +156,14 @@ def main(argv: list[str] | None = None) -> None:
                             continue
                         syn = found
                     else:
-                        syn = release(method, data, bounds, eps, params, np.random.default_rng(rep),
-                                      label_name)
+                        syn = release("ours" if method == "ours_zcdp" else method, data, bounds, eps,
+                                      params, np.random.default_rng(rep), label_name,
+                                      PEER_DELTA if method == "ours_zcdp" else 0.0)
                     seconds = time.perf_counter() - start
                     answers = queries.answers(bounds.scale(syn)[:, features], PAPER_SIGMAS)
                     run = {"table": table, "rows": len(data), "columns": bounds.d, "epsilon": eps,
-                           "method": method, "release": rep, "seconds": round(seconds, 2),
+                           "method": method, **({"params": args.params} if args.params else {}),
+                           "release": rep, "seconds": round(seconds, 2),
                            **fidelity_numbers(args.tool, data, syn, bounds, eps),
                            "auc": round(train_on_synthetic_auc(data, syn, label), 3),
                            "worst_rel": [round(float(v), 4) for v in
@@ -163,15 +175,22 @@ def main(argv: list[str] | None = None) -> None:
     print(markdown(runs))
 
 
+def method_label(run: dict) -> str:
+    """The method of a run, with its ``--params`` overrides if any (``ours_zcdp basis=pairs``)."""
+    overrides = run.get("params") or {}
+    return " ".join([run["method"], *(f"{k}={v}" for k, v in overrides.items())])
+
+
 def markdown(runs: list[dict]) -> str:
-    """The mean of each metric per (table, epsilon, method) as a Markdown table."""
-    keys = sorted({(r["table"], r["epsilon"], r["method"]) for r in runs},
-                  key=lambda k: (k[0], k[1], METHODS.index(k[2]) if k[2] in METHODS else 9))
+    """The mean of each metric per (table, epsilon, method and overrides) as a Markdown table."""
+    keys = sorted({(r["table"], r["epsilon"], method_label(r)) for r in runs},
+                  key=lambda k: (k[0], k[1], k[2].split()[0] not in METHODS,
+                                 METHODS.index(k[2].split()[0]) if k[2].split()[0] in METHODS else 9, k[2]))
     header = ("| table | epsilon | method | corr ratio | bound excess (pp) | W1 ratio | AUC | "
               "worst rel, sigma 2 / 4 / 6 / 8 / 10 | seconds |")
     lines = [header, "|---|---|---|---|---|---|---|---|---|"]
     for key in keys:
-        sel = [r for r in runs if (r["table"], r["epsilon"], r["method"]) == key and "auc" in r]
+        sel = [r for r in runs if (r["table"], r["epsilon"], method_label(r)) == key and "auc" in r]
         if not sel:
             lines.append(f"| {key[0]} | {key[1]:g} | {key[2]} | timed out | | | | | |")
             continue
