@@ -62,14 +62,14 @@ def peer_release(method: str, data: np.ndarray, bounds: PublicBounds, epsilon: f
 
 
 def release(method: str, data: np.ndarray, bounds: PublicBounds, epsilon: float,
-            params: dict, rng: np.random.Generator, label: str | None = None,
-            delta: float = 0.0) -> np.ndarray:
+            params: dict, rng: np.random.Generator, label: str | None = None) -> np.ndarray:
     """Synthetic rows in original units (as many as the real table has); ``params`` are
-    :class:`SmoothPCAParams` for ``ours``, which declares the 0/1 ``label`` a column of two
-    levels (as the example configs declare ``values: [0, 1]``) and runs at ``(epsilon, delta)``
-    (0: pure epsilon-DP)."""
+    :class:`SmoothPCAParams` for ``ours`` and ``ours_zcdp`` (at ``(epsilon, PEER_DELTA)``), which
+    declare the 0/1 ``label`` a column of two levels (as the example configs declare
+    ``values: [0, 1]``)."""
     n, d = data.shape
-    if method == "ours":
+    if method in ("ours", "ours_zcdp"):
+        delta = PEER_DELTA if method == "ours_zcdp" else 0.0
         synth = SmoothSynthesizer(epsilon, dict(zip(bounds.columns, zip(bounds.lower, bounds.upper))),
                                   delta=delta, params=SmoothPCAParams(**params),
                                   levels={label: 2} if label else None)
@@ -156,9 +156,8 @@ def main(argv: list[str] | None = None) -> None:
                             continue
                         syn = found
                     else:
-                        syn = release("ours" if method == "ours_zcdp" else method, data, bounds, eps,
-                                      params, np.random.default_rng(rep), label_name,
-                                      PEER_DELTA if method == "ours_zcdp" else 0.0)
+                        syn = release(method, data, bounds, eps, params, np.random.default_rng(rep),
+                                      label_name)
                     seconds = time.perf_counter() - start
                     answers = queries.answers(bounds.scale(syn)[:, features], PAPER_SIGMAS)
                     run = {"table": table, "rows": len(data), "columns": bounds.d, "epsilon": eps,
@@ -183,9 +182,11 @@ def method_label(run: dict) -> str:
 
 def markdown(runs: list[dict]) -> str:
     """The mean of each metric per (table, epsilon, method and overrides) as a Markdown table."""
-    keys = sorted({(r["table"], r["epsilon"], method_label(r)) for r in runs},
-                  key=lambda k: (k[0], k[1], k[2].split()[0] not in METHODS,
-                                 METHODS.index(k[2].split()[0]) if k[2].split()[0] in METHODS else 9, k[2]))
+    def order(key: tuple) -> tuple:
+        method = key[2].split()[0]
+        return key[0], key[1], METHODS.index(method) if method in METHODS else len(METHODS), key[2]
+
+    keys = sorted({(r["table"], r["epsilon"], method_label(r)) for r in runs}, key=order)
     header = ("| table | epsilon | method | corr ratio | bound excess (pp) | W1 ratio | AUC | "
               "worst rel, sigma 2 / 4 / 6 / 8 / 10 | seconds |")
     lines = [header, "|---|---|---|---|---|---|---|---|---|"]

@@ -71,8 +71,9 @@ def histogram_density(shares: np.ndarray, std: np.ndarray, cells: int) -> np.nda
     the grid cells of each bin.
 
     With ``f = max(0, 1 - (k - 2) / chi2)`` the positive-part James-Stein factor (``chi2`` of
-    uniform against the noisy cells), at most :func:`largest_shrinkage_factor`: a clear histogram (``f >=`` :data:`CLEAR_FACTOR`) loses its
-    cells below :data:`NOISE_FLOOR_STDS` noise standard deviations and is projected onto the
+    uniform against the noisy cells), at most :func:`largest_shrinkage_factor`: a clear histogram
+    (``f >=`` :data:`CLEAR_FACTOR`) loses its cells below :data:`NOISE_FLOOR_STDS` noise standard
+    deviations and is projected onto the
     probability simplex (a common offset subtracted, negatives 0); any other is shrunk towards
     uniform by ``f`` (uniform at ``f = 0``) and made a distribution (:data:`SIMPLEX_MIN_BINS`).
     Measured on the fidelity tables' columns (Wasserstein-1 of this marginal, 5 seeded noise
