@@ -182,3 +182,39 @@ def nearest_psd(matrix: np.ndarray, floor: float) -> np.ndarray:
     sym = 0.5 * (matrix + matrix.T)
     vals, vecs = np.linalg.eigh(sym)
     return (vecs * np.maximum(vals, floor)) @ vecs.T
+
+
+def max_entropy_correlation(d: int, pairs: np.ndarray, values: np.ndarray, sweeps: int = 200,
+                            tol: float = 1e-6, limit: float = 0.99) -> np.ndarray:
+    """The correlation matrix of largest determinant whose ``pairs`` entries are ``values``.
+
+    The Gaussian of most entropy with these pairwise correlations (Dempster 1972, covariance
+    selection): its precision matrix is zero on every pair not given, so the correlations it
+    implies are those carried along the given pairs (on a tree, the products along the path;
+    for a star around a label, ``r_iL r_jL``) and no other. Solved by iterative proportional
+    scaling (Speed and Kiiveri 1986): each step sets one pair's 2 x 2 block to its target by a
+    rank-2 update of the precision, applied to the covariance by Woodbury's identity. Targets no correlation matrix can hold
+    together (noisy measurements) leave the steps cycling; the result is then the last sweep's
+    covariance as a correlation matrix, positive definite in any case. ``values`` are clipped to
+    ``[-limit, limit]``.
+    """
+    pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    values = np.clip(np.asarray(values, dtype=np.float64), -limit, limit)
+    sigma = np.eye(d)
+    for _ in range(sweeps):
+        change = 0.0
+        for (i, j), rho in zip(pairs, values):
+            idx = [int(i), int(j)]
+            block = sigma[np.ix_(idx, idx)]
+            change = max(change, abs(block[0, 1] - rho), abs(block[0, 0] - 1.0), abs(block[1, 1] - 1.0))
+            target = np.array([[1.0, rho], [rho, 1.0]])
+            update = np.linalg.inv(target) - np.linalg.inv(block)  # the precision's change
+            if not np.any(update):
+                continue
+            # Woodbury: (K + E U E^T)^-1 = S - S E U (I + E^T S E U)^-1 E^T S, E^T S E = block
+            cols = sigma[:, idx]  # (d, 2)
+            sigma = sigma - cols @ update @ np.linalg.solve(np.eye(2) + block @ update, cols.T)
+            sigma = 0.5 * (sigma + sigma.T)
+        if change < tol:
+            break
+    return correlation_from_covariance(nearest_psd(sigma, 1e-9))

@@ -19,6 +19,7 @@ polynomial stays within [-1, 1] too.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -164,6 +165,22 @@ def copula_correlations(factors: FactorPairs, probabilities: np.ndarray, answers
     factor tabulated on a grid of scores; it is monotone in ``rho`` when both factors are
     monotone where the data are, and ``rho`` is found by bisection, all pairs at once.
     Post-processing only: the copula the candidates are drawn from."""
+    return _invert(_copula_expectation(factors, probabilities), np.asarray(answers, dtype=np.float64))
+
+
+def copula_correlation_noise(factors: FactorPairs, probabilities: np.ndarray, std: float) -> np.ndarray:
+    """Per pair, the standard deviation that answer noise ``std`` gives the copula correlation
+    of :func:`copula_correlations` near independence: half the change of ``rho`` between the
+    answers the independent copula expects plus and minus ``std`` (0.99 where that noise spans
+    every correlation). Measured at independence, not at the noisy answer, where a draw beyond
+    every copula's answer sits on the flat end of the map and would look precise."""
+    expectation = _copula_expectation(factors, probabilities)
+    centre = expectation(np.zeros(factors.size))
+    return 0.5 * (_invert(expectation, centre + std) - _invert(expectation, centre - std))
+
+
+def _copula_expectation(factors: FactorPairs, probabilities: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    """``rho -> E[p_i(x_i) p_j(x_j)]`` per pair under the Gaussian copula with these marginals."""
     from scipy.special import ndtr, roots_hermitenorm
 
     nodes, weights = roots_hermitenorm(COPULA_NODES)
@@ -190,8 +207,14 @@ def copula_correlations(factors: FactorPairs, probabilities: np.ndarray, answers
         values = right[rows, index] * (1.0 - frac) + right[rows, index + 1] * frac
         return np.einsum("pa,pab,a,b->p", left, values, weights, weights)
 
-    target = np.asarray(answers, dtype=np.float64)
-    low, high = np.full(factors.size, -0.99), np.full(factors.size, 0.99)
+    return expectation
+
+
+def _invert(expectation: Callable[[np.ndarray], np.ndarray], target: np.ndarray) -> np.ndarray:
+    """Per pair, the ``rho`` in [-0.99, 0.99] whose expectation is ``target`` (bisection; the
+    nearest end where none is)."""
+    size = target.size
+    low, high = np.full(size, -0.99), np.full(size, 0.99)
     e_low, e_high = expectation(low), expectation(high)
     sign = np.where(e_high >= e_low, 1.0, -1.0)
     below, above = sign * (target - e_low) <= 0, sign * (target - e_high) >= 0

@@ -36,7 +36,12 @@ from dpsmooth_spark.core.basis import (
     coarsen_histograms,
 )
 from dpsmooth_spark.core.candidates import histogram_density, nearest_psd
-from dpsmooth_spark.core.factors import FactorPairs, copula_correlations, spread_factors
+from dpsmooth_spark.core.factors import (
+    FactorPairs,
+    copula_correlation_noise,
+    copula_correlations,
+    spread_factors,
+)
 from dpsmooth_spark.core.subspace import SubspaceEstimate, private_subspace_iteration
 from dpsmooth_spark.mechanisms.smooth_pca.params import SmoothPCAParams, choose_basis
 from dpsmooth_spark.mechanisms.stages import (
@@ -143,25 +148,48 @@ class NoisySummary:
         without a matching function come from the noisy histograms (mean and variance) or are 0
         (covariance).
         """
-        d = self.basis.d
-        answer = self._answer_lookup()
         mean = self.mean()
-        _, hist_var = self.histogram_moments()
-        cov = np.zeros((d, d))
-        for i in range(d):
-            t2 = answer((i, 2))
-            cov[i, i] = (t2 + 1.0) / 2.0 - mean[i] ** 2 if t2 is not None else hist_var[i]
-            for j in range(i + 1, d):
-                t11 = answer((i, 1), (j, 1))
-                if t11 is not None:
-                    cov[i, j] = cov[j, i] = t11 - mean[i] * mean[j]
-        np.fill_diagonal(cov, np.clip(np.diag(cov), VARIANCE_FLOOR, 1.0))
-        if self.factor_pairs is not None and self.factor_sums is not None and self.histograms is not None:
-            answers = np.clip(self.factor_sums / max(self.noisy_count, 1.0), -1.0, 1.0)
-            rho = copula_correlations(self.factor_pairs, self.marginal_probabilities(), answers)
-            for (i, j), corr in zip(self.factor_pairs.pairs, rho):
-                cov[i, j] = cov[j, i] = corr * math.sqrt(cov[i, i] * cov[j, j])
+        variances = self.variances(mean)
+        cov = np.diag(variances)
+        sd = np.sqrt(variances)
+        pairs, rho, _ = self.pair_correlations()
+        for (i, j), corr in zip(pairs, rho):
+            cov[i, j] = cov[j, i] = corr * sd[i] * sd[j]
         return mean, nearest_psd(cov, VARIANCE_FLOOR)
+
+    def variances(self, mean: np.ndarray) -> np.ndarray:
+        """Private variance of each column (scaled units) about ``mean``: from ``T_2(x_i)``'s
+        answer where measured, else the noisy histogram's; in ``[VARIANCE_FLOOR, 1]``."""
+        answer = self._answer_lookup()
+        _, hist_var = self.histogram_moments()
+        t2 = [answer((i, 2)) for i in range(self.basis.d)]
+        var = [hist_var[i] if v is None else (v + 1.0) / 2.0 - mean[i] ** 2 for i, v in enumerate(t2)]
+        return np.clip(var, VARIANCE_FLOOR, 1.0)
+
+    def pair_correlations(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The measured pairs ``(m, 2)``, their private correlations ``(m,)`` and the noise
+        standard deviation of each ``(m,)``: a ``T_1(x_i) T_1(x_j)`` answer as
+        ``(b - mean_i mean_j) / (sd_i sd_j)`` (the private mean and :meth:`variances`), a pair on
+        spread factors as the correlation of the Gaussian copula under which its answer is
+        expected (its noise: :func:`core.factors.copula_correlation_noise`, near
+        independence). Not clipped: where the noise is large a ``T_1 T_1`` answer may give one
+        outside ``[-1, 1]``."""
+        mean = self.mean()
+        sd = np.sqrt(self.variances(mean))
+        n = max(self.noisy_count, 1.0)
+        b = self.normalised
+        first = np.flatnonzero(first_pairs(self.basis.indices))
+        pairs = [np.flatnonzero(self.basis.indices[r]) for r in first]
+        rho = [(b[r] - mean[i] * mean[j]) / (sd[i] * sd[j]) for r, (i, j) in zip(first, pairs)]
+        std = [self.basis_noise_std[r] / n / (sd[i] * sd[j]) for r, (i, j) in zip(first, pairs)]
+        if self.factor_pairs is not None and self.factor_sums is not None and self.histograms is not None:
+            probabilities = self.marginal_probabilities()
+            answers = np.clip(self.factor_sums / n, -1.0, 1.0)
+            pairs += list(self.factor_pairs.pairs)
+            rho += list(copula_correlations(self.factor_pairs, probabilities, answers))
+            std += list(copula_correlation_noise(self.factor_pairs, probabilities, self.factor_noise_std / n))
+        as_array = np.array(pairs, dtype=np.int64).reshape(-1, 2)
+        return as_array, np.array(rho, dtype=np.float64), np.abs(np.array(std, dtype=np.float64))
 
     def mean(self) -> np.ndarray:
         """Private mean (scaled units): ``T_1(x_i)``'s answer where measured, else the noisy
