@@ -193,10 +193,10 @@ def max_entropy_correlation(d: int, pairs: np.ndarray, values: np.ndarray, sweep
     implies are those carried along the given pairs (on a tree, the products along the path;
     for a star around a label, ``r_iL r_jL``) and no other. Solved by iterative proportional
     scaling (Speed and Kiiveri 1986): each step sets one pair's 2 x 2 block to its target by a
-    rank-2 update of the precision, applied to the covariance by Woodbury's identity. Targets no correlation matrix can hold
-    together (noisy measurements) leave the steps cycling; the result is then the last sweep's
-    covariance as a correlation matrix, positive definite in any case. ``values`` are clipped to
-    ``[-limit, limit]``.
+    rank-2 update of the precision, applied to the covariance by Woodbury's identity. Targets
+    no correlation matrix can hold together (noisy measurements) leave the steps cycling; the
+    result is then the last sweep's covariance as a correlation matrix, positive definite in
+    any case. ``values`` are clipped to ``[-limit, limit]``.
     """
     pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
     values = np.clip(np.asarray(values, dtype=np.float64), -limit, limit)

@@ -152,7 +152,7 @@ class NoisySummary:
         variances = self.variances(mean)
         cov = np.diag(variances)
         sd = np.sqrt(variances)
-        pairs, rho, _ = self.pair_correlations()
+        pairs, rho, _ = self.pair_correlations(noise=False)
         for (i, j), corr in zip(pairs, rho):
             cov[i, j] = cov[j, i] = corr * sd[i] * sd[j]
         return mean, nearest_psd(cov, VARIANCE_FLOOR)
@@ -166,13 +166,14 @@ class NoisySummary:
         var = [hist_var[i] if v is None else (v + 1.0) / 2.0 - mean[i] ** 2 for i, v in enumerate(t2)]
         return np.clip(var, VARIANCE_FLOOR, 1.0)
 
-    def pair_correlations(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def pair_correlations(self, noise: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The measured pairs ``(m, 2)``, their private correlations ``(m,)`` and the noise
         standard deviation of each ``(m,)``: a ``T_1(x_i) T_1(x_j)`` answer as
         ``(b - mean_i mean_j) / (sd_i sd_j)`` (the private mean and :meth:`variances`), a pair on
         spread factors as the correlation of the Gaussian copula under which its answer is
         expected (its noise: :func:`core.factors.copula_correlation_noise`, near
-        independence). Not clipped: where the noise is large a ``T_1 T_1`` answer may give one
+        independence; with ``noise=False`` the spread-factor pairs' noise is not computed and
+        is ``NaN``). Not clipped: where the noise is large a ``T_1 T_1`` answer may give one
         outside ``[-1, 1]``."""
         mean = self.mean()
         sd = np.sqrt(self.variances(mean))
@@ -187,7 +188,8 @@ class NoisySummary:
             answers = np.clip(self.factor_sums / n, -1.0, 1.0)
             pairs += list(self.factor_pairs.pairs)
             rho += list(copula_correlations(self.factor_pairs, probabilities, answers))
-            std += list(copula_correlation_noise(self.factor_pairs, probabilities, self.factor_noise_std / n))
+            std += list(copula_correlation_noise(self.factor_pairs, probabilities, self.factor_noise_std / n)
+                        if noise else np.full(self.factor_pairs.size, np.nan))
         as_array = np.array(pairs, dtype=np.int64).reshape(-1, 2)
         return as_array, np.array(rho, dtype=np.float64), np.abs(np.array(std, dtype=np.float64))
 
