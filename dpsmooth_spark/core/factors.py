@@ -168,6 +168,14 @@ def copula_correlations(factors: FactorPairs, probabilities: np.ndarray, answers
     return _invert(_copula_expectation(factors, probabilities), np.asarray(answers, dtype=np.float64))
 
 
+def copula_answers(factors: FactorPairs, probabilities: np.ndarray, rho: np.ndarray) -> np.ndarray:
+    """Per pair, ``E[p_i(x_i) p_j(x_j)]`` under the Gaussian copula of correlation ``rho`` (one
+    per pair, in [-0.99, 0.99]) with the private marginals: the answer that a model with that
+    correlation expects (the inverse of :func:`copula_correlations`)."""
+    rho = np.clip(np.asarray(rho, dtype=np.float64), -0.99, 0.99)
+    return _copula_expectation(factors, probabilities)(rho)
+
+
 def copula_correlation_noise(factors: FactorPairs, probabilities: np.ndarray, std: float) -> np.ndarray:
     """Per pair, the standard deviation that answer noise ``std`` gives the copula correlation
     of :func:`copula_correlations` near independence: half the change of ``rho`` between the

@@ -39,6 +39,16 @@ def release_basis_sums(sums: np.ndarray, budget: float, accountant: PrivacyAccou
     return noisy, scale
 
 
+def select_top_k(scores: np.ndarray, k: int, sensitivity: float, budget: float,
+                 accountant: PrivacyAccountant, noise: NoiseSource, stage: str) -> np.ndarray:
+    """Indices of ``k`` of ``scores`` (each moving by at most ``sensitivity`` between
+    neighbours, either way), picked by noisy top-k for ``budget``; records the charge."""
+    scale = accountant.selection_scale(sensitivity, budget, k)
+    chosen = noise.top_k(scores, k, scale, accountant.pure)
+    accountant.charge_selection(stage, sensitivity, scale, k)
+    return chosen
+
+
 def release_histograms(counts: np.ndarray, budget: float, accountant: PrivacyAccountant,
                        noise: NoiseSource) -> tuple[np.ndarray, float]:
     """``(d, B)`` one-way histogram counts plus noise for ``budget`` (L1 sensitivity d, L2

@@ -31,10 +31,13 @@ class StageCharge:
     Attributes:
         stage: name of the released statistic.
         mechanism: ``laplace`` or ``gaussian``; or a pure-DP stage that is not a plain Laplace
-            release (``sparse_vector``, ``laplace_zcdp``: Laplace in the (epsilon, delta) mode).
-        sensitivity: L1 (Laplace) or L2 (Gaussian) sensitivity per invocation.
+            release (``sparse_vector``, ``laplace_zcdp``: Laplace in the (epsilon, delta) mode;
+            ``noisy_top_k``: a selection, :meth:`PrivacyAccountant.charge_selection`).
+        sensitivity: L1 (Laplace) or L2 (Gaussian) sensitivity per invocation (a selection: the
+            L-infinity sensitivity of its scores).
         scale: noise scale (Laplace b or Gaussian sigma).
-        invocations: number of adaptive invocations with that scale (PSI iterations).
+        invocations: number of adaptive invocations with that scale (PSI iterations; a
+            selection: the number of items it picked).
         epsilon: pure-DP cost (Laplace stages).
         rho: zCDP cost (Gaussian stages).
     """
@@ -108,11 +111,35 @@ class PrivacyAccountant:
         else:
             entry = StageCharge(stage, mechanism or "gaussian", sensitivity, scale, invocations,
                                 rho=invocations * sensitivity**2 / (2.0 * scale**2))
+        return self._record(entry)
+
+    def _record(self, entry: StageCharge) -> StageCharge:
         self.charges.append(entry)
         if self.spent_epsilon() > self.epsilon * (1 + 1e-9):
             self.charges.pop()
-            raise RuntimeError(f"stage {stage!r} would exceed the privacy budget")
+            raise RuntimeError(f"stage {entry.stage!r} would exceed the privacy budget")
         return entry
+
+    def selection_scale(self, sensitivity: float, budget: float, k: int) -> float:
+        """Noise scale of a noisy top-``k`` selection (:meth:`NoiseSource.top_k`) among scores of
+        L-infinity ``sensitivity`` that spends ``budget`` (the inverse of :meth:`charge_selection`)."""
+        if budget <= 0 or k < 1:
+            raise ValueError("a selection needs a budget > 0 and k >= 1")
+        if self.pure:
+            return 2.0 * sensitivity * k / budget
+        return sensitivity * math.sqrt(k / (2.0 * budget))
+
+    def charge_selection(self, stage: str, sensitivity: float, scale: float, k: int) -> StageCharge:
+        """Record a noisy top-``k`` selection: ``k`` exponential mechanisms, each
+        ``2 sensitivity / scale``-DP (McSherry and Talwar 2007) and, in the (epsilon, delta)
+        mode, ``(2 sensitivity / scale)^2 / 8``-zCDP (Cesar and Rogers 2021), composed; the
+        costs OpenDP's ``make_noisy_top_k`` states for scores that may move either way
+        (docs/privacy.md section 3e)."""
+        step = 2.0 * sensitivity / scale
+        entry = StageCharge(stage, "noisy_top_k", sensitivity, scale, k,
+                            epsilon=float(k * step) if self.pure else 0.0,
+                            rho=0.0 if self.pure else float(k * step**2 / 8.0))
+        return self._record(entry)
 
     @property
     def mechanism(self) -> Literal["laplace", "gaussian"]:

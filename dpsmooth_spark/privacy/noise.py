@@ -45,6 +45,25 @@ class NoiseSource:
         """``values + N(0, scale**2)`` elementwise."""
         return self._add(values, scale, "gaussian")
 
+    def top_k(self, scores: np.ndarray, k: int, scale: float, pure: bool) -> np.ndarray:
+        """Indices of the ``k`` largest of ``scores`` after noise of ``scale`` (the exponential
+        mechanism run ``k`` times without replacement; ``pure``: its epsilon-DP form, else its
+        zCDP form). Secure: OpenDP's ``make_noisy_top_k``; seeded: Gumbel noise (``k`` largest of
+        ``score + Gumbel(scale)``, Durfee and Rogers 2019), which has the same guarantee."""
+        scores = np.asarray(scores, dtype=np.float64)
+        if not np.all(np.isfinite(scores)):
+            raise ValueError("cannot select among non-finite scores")
+        if not (np.isfinite(scale) and scale > 0):
+            raise ValueError(f"selection noise scale must be finite and > 0, got {scale}")
+        if not 0 <= k <= scores.size:
+            raise ValueError(f"cannot select {k} of {scores.size} scores")
+        if k == 0:
+            return np.zeros(0, dtype=np.int64)
+        if self.rng is not None:
+            noisy = scores + self.rng.gumbel(0.0, scale, size=scores.shape)
+            return np.argsort(-noisy, kind="stable")[:k].astype(np.int64)
+        return _opendp_top_k(scores, k, scale, pure)
+
     def _add(self, values: np.ndarray, scale: float, kind: str) -> np.ndarray:
         values = np.asarray(values, dtype=np.float64)
         if not np.isfinite(scale) or scale < 0:
@@ -68,3 +87,19 @@ def _opendp_noise(values: np.ndarray, scale: float, kind: str) -> np.ndarray:
         meas = dp.m.make_gaussian(domain, dp.l2_distance(T=float), scale=float(scale))
     flat = values.ravel().tolist()
     return np.asarray(meas(flat), dtype=np.float64).reshape(values.shape)
+
+
+def top_k_measurement(k: int, scale: float, pure: bool):  # noqa: ANN201 (an OpenDP Measurement)
+    """OpenDP's noisy top-k on a float score vector whose entries each move by at most the
+    ``d_in`` of its privacy map between neighbours (not monotonic: scores may move either way)."""
+    import opendp.prelude as dp
+
+    dp.enable_features("contrib")
+    domain = dp.vector_domain(dp.atom_domain(T=float, nan=False))
+    measure = dp.max_divergence() if pure else dp.zero_concentrated_divergence()
+    return dp.m.make_noisy_top_k(domain, dp.linf_distance(T=float, monotonic=False), measure,
+                                 k=int(k), scale=float(scale))
+
+
+def _opendp_top_k(scores: np.ndarray, k: int, scale: float, pure: bool) -> np.ndarray:
+    return np.asarray(top_k_measurement(k, scale, pure)(scores.tolist()), dtype=np.int64)

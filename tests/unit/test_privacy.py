@@ -64,3 +64,32 @@ def test_opendp_samplers_have_the_requested_scale():
 def test_noise_rejects_non_finite_input():
     with pytest.raises(ValueError):
         NoiseSource().laplace(np.array([np.nan]), 1.0)
+
+
+@pytest.mark.parametrize("delta", [0.0, 1e-6], ids=["pure", "zcdp"])
+def test_selection_charge_is_what_opendp_states(delta):
+    """The accountant's scale and charge for noisy top-k match the privacy map of OpenDP's
+    ``make_noisy_top_k`` (scores that may move either way, L-infinity sensitivity 1)."""
+    from dpsmooth_spark.privacy.noise import top_k_measurement
+
+    accountant = PrivacyAccountant(2.0, delta)
+    budget = accountant.share(0.25)
+    scale = accountant.selection_scale(1.0, budget, 7)
+    entry = accountant.charge_selection("pair_selection", 1.0, scale, 7)
+    stated = top_k_measurement(7, scale, accountant.pure).map(1.0)
+    spent = entry.epsilon if accountant.pure else entry.rho
+    assert spent == pytest.approx(stated, rel=1e-9)
+    assert spent == pytest.approx(budget, rel=1e-9)
+
+
+def test_secure_top_k_picks_clear_winners_and_refuses_bad_input():
+    """OpenDP's top-k returns k distinct indices, the clearly largest scores when the noise is
+    small (scale 1 against gaps of 1000: a swap has probability below 1e-100)."""
+    scores = np.array([0.0, 5000.0, 1000.0, 3000.0, 2000.0])
+    chosen = NoiseSource().top_k(scores, 3, 1.0, pure=True)
+    assert sorted(chosen.tolist()) == [1, 3, 4]
+    assert sorted(NoiseSource(np.random.default_rng(0)).top_k(scores, 3, 1.0, pure=True).tolist()) == [1, 3, 4]
+    with pytest.raises(ValueError, match="non-finite"):
+        NoiseSource().top_k(np.array([1.0, np.nan]), 1, 1.0, pure=True)
+    with pytest.raises(ValueError, match="cannot select"):
+        NoiseSource().top_k(scores, 6, 1.0, pure=True)

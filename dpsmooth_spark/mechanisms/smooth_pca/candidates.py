@@ -16,7 +16,6 @@ from dpsmooth_spark.core.candidates import (
     correlation_from_covariance,
     histogram_density,
     marginal_candidates,
-    max_entropy_correlation,
     nearest_psd,
 )
 from dpsmooth_spark.core.maxent import fit_within_noise
@@ -100,26 +99,20 @@ def marginal_priors(summary: NoisySummary, params: SmoothPCAParams) -> GridMargi
 
 def private_correlation(summary: NoisySummary) -> np.ndarray | None:
     """The correlation the candidates should cover: from the pair terms when the basis has all
-    of them; where it has some (anchor pairs), the correlation of most entropy that holds them,
-    each shrunk by its noise (:func:`core.candidates.max_entropy_correlation`: the pairs not
-    measured get what the measured ones carry, e.g. ``r_iL r_jL`` through a label, as the
-    maximum-entropy fit does); else from PSI's directions and eigenvalues; ``None`` when none
-    of these was measured. Without it, candidates drawn as independent columns could not hold
-    the anchor pairs' relations (WDBC at epsilon 10: the label's correlations came back 2-3
-    noise deviations short, and pairs measured at 12 deviations kept 0.4 of a correlation of
-    1.0)."""
+    of them; where it has some (anchor and selected pairs), the correlation of most entropy that
+    holds them, each shrunk by its noise (:meth:`NoisySummary.completed_correlation`); else from
+    PSI's directions and eigenvalues; ``None`` when none of these was measured. Without it,
+    candidates drawn as independent columns could not hold the anchor pairs' relations (WDBC at
+    epsilon 10: the label's correlations came back 2-3 noise deviations short, and pairs
+    measured at 12 deviations kept 0.4 of a correlation of 1.0)."""
     if summary.basis.d < 2:
         return None
     if summary.has_all_pairs():
         _, cov = summary.moments()
     else:
-        pairs, rho, std = summary.pair_correlations()
-        if pairs.size:
-            # each correlation shrunk by its noise near independence (``rho (1 - std^2 / rho^2)``,
-            # 0 within one deviation): a noisy label pair would otherwise carry its noise into
-            # every product ``r_iL r_jL`` of the completion
-            shrink = np.clip(1.0 - std**2 / np.maximum(rho**2, 1e-12), 0.0, 1.0)
-            return max_entropy_correlation(summary.basis.d, pairs, rho * shrink)
+        completed = summary.completed_correlation()
+        if completed is not None:
+            return completed
         if summary.pca is None:
             return None
         _, cov = summary.moments()

@@ -35,21 +35,23 @@ from dpsmooth_spark.core.basis import (
     PublicBounds,
     coarsen_histograms,
 )
-from dpsmooth_spark.core.candidates import histogram_density, nearest_psd
+from dpsmooth_spark.core.candidates import histogram_density, max_entropy_correlation, nearest_psd
 from dpsmooth_spark.core.factors import (
     FactorPairs,
+    copula_answers,
     copula_correlation_noise,
     copula_correlations,
     spread_factors,
 )
 from dpsmooth_spark.core.subspace import SubspaceEstimate, private_subspace_iteration
-from dpsmooth_spark.mechanisms.smooth_pca.params import SmoothPCAParams, choose_basis
+from dpsmooth_spark.mechanisms.smooth_pca.params import SmoothPCAParams, choose_basis, selectable_pairs
 from dpsmooth_spark.mechanisms.stages import (
     add_noise,
     noise_std,
     release_basis_sums,
     release_count,
     release_histograms,
+    select_top_k,
 )
 from dpsmooth_spark.privacy import sensitivity
 from dpsmooth_spark.privacy.accountant import PrivacyAccountant
@@ -192,6 +194,19 @@ class NoisySummary:
                         if noise else np.full(self.factor_pairs.size, np.nan))
         as_array = np.array(pairs, dtype=np.int64).reshape(-1, 2)
         return as_array, np.array(rho, dtype=np.float64), np.abs(np.array(std, dtype=np.float64))
+
+    def completed_correlation(self) -> np.ndarray | None:
+        """The correlation of most entropy that holds the measured pairs' correlations, each
+        shrunk by its noise near independence (``rho (1 - std^2 / rho^2)``, 0 within one
+        deviation; :func:`core.candidates.max_entropy_correlation`): the pairs not measured get
+        what the measured ones carry, e.g. ``r_iL r_jL`` through a label, as the maximum-entropy
+        fit does. Unshrunk, a noisy label pair would carry its noise into every product
+        ``r_iL r_jL``. ``None`` when no pair is measured."""
+        pairs, rho, std = self.pair_correlations()
+        if not pairs.size:
+            return None
+        shrink = np.clip(1.0 - std**2 / np.maximum(rho**2, 1e-12), 0.0, 1.0)
+        return max_entropy_correlation(self.basis.d, pairs, rho * shrink)
 
     def mean(self) -> np.ndarray:
         """Private mean (scaled units): ``T_1(x_i)``'s answer where measured, else the noisy
@@ -445,20 +460,24 @@ def release_summary(
     anchors = tuple(bounds.columns.index(c) for c in params.pair_columns)
     share = rest * (1.0 - params.marginal_fraction)
     basis = choose_basis(params, d, noisy_count, accountant, accountant.share(share), anchors, lattice)
+    selected = selectable_pairs(params, basis, int(first_pairs(basis.indices).sum()), noisy_count,
+                                accountant, accountant.share(share))
     strategy = params.candidate_strategy
     if strategy == "auto":
-        strategy = "psi" if not all_pairs_of(basis) and d >= 2 and _psi_affordable(
+        strategy = "psi" if not all_pairs_of(basis) and not selected and d >= 2 and _psi_affordable(
             params, d, noisy_count, accountant) else "moments"
     extra = params.psi_fraction + params.directions_fraction if strategy == "psi" else 0.0
-    if basis.size == 0:
+    if basis.size == 0 and not selected:
         marginal_share, share = rest - extra, 0.0
     else:
         marginal_share, share = rest * params.marginal_fraction, rest * (1.0 - params.marginal_fraction) - extra
     if share < 0 or marginal_share <= 0:
         raise ValueError("count, PSI and direction fractions leave no budget for the histograms "
                          "and basis sums")
-    if strategy == "psi" and basis.size:
+    if strategy == "psi" and (basis.size or selected):
         basis = choose_basis(params, d, noisy_count, accountant, accountant.share(share), anchors, lattice)
+        selected = selectable_pairs(params, basis, int(first_pairs(basis.indices).sum()), noisy_count,
+                                    accountant, accountant.share(share))
 
     summary = _release_marginals(sums, bounds, params, accountant, noise, noisy_count,
                                  accountant.share(marginal_share), nullable)
@@ -467,12 +486,18 @@ def release_summary(
         summary.count_alone = noisy_count
         summary.noisy_count = pooled_count(noisy_count, noise_std(count_scale, accountant),
                                            summary.histograms, summary.histogram_noise_std)
+    # every basis function, chosen up front or picked later, gets the same noise: the basis's
+    # share less the selection's, split in proportion to the number of functions; where the
+    # budget affords every missing pair, none is picked and the selection's share is not spent
+    missing = d * (d - 1) // 2 - int(first_pairs(basis.indices).sum())
+    select_share = share * params.selection_fraction if 0 < selected < missing else 0.0
+    per_function = (share - select_share) / max(basis.size + selected, 1)
     if basis.size:
         basis, factors = _split_factor_pairs(basis, summary, params, sums.degree)
         exact = sums.basis_sums(basis) if basis.size else np.zeros(0)
         if factors is not None:
             exact = np.concatenate([exact, factors.sums(sums)])
-        noisy_sums, scale = release_basis_sums(exact, accountant.share(share), accountant, noise)
+        noisy_sums, scale = release_basis_sums(exact, accountant.share(per_function * exact.size), accountant, noise)
         std = noise_std(scale, accountant)
         if factors is not None:
             summary.factor_pairs, summary.factor_sums = factors, noisy_sums[basis.size:]
@@ -482,6 +507,9 @@ def release_summary(
                                  np.vstack([summary.basis.indices, basis.indices]))
         summary.noisy_sums = np.concatenate([summary.noisy_sums, noisy_sums])
         summary.basis_noise_std = np.concatenate([summary.basis_noise_std, np.full(basis.size, std)])
+    if selected:
+        _measure_selected_pairs(sums, summary, params, selected, accountant.share(select_share),
+                                accountant.share(per_function * selected), accountant, noise)
 
     if strategy == "psi":
         summary.pca = _run_psi(sums, summary, params, accountant, noise, rng,
@@ -492,6 +520,58 @@ def release_summary(
             exact, accountant.share(params.directions_fraction), accountant, noise, stage="directions")
         summary.direction_noise_std = noise_std(dir_scale, accountant)
     return summary
+
+
+def _measure_selected_pairs(sums: ExactSums, summary: NoisySummary, params: SmoothPCAParams, k: int,
+                            select_budget: float, measure_budget: float, accountant: PrivacyAccountant,
+                            noise: NoiseSource) -> None:
+    """Pick ``k`` more first-order pairs in ``params.selection_rounds`` rounds and measure them
+    on the summary's factors (``T_1`` without spread factors), appending them to its factor
+    pairs (docs/privacy.md section 3e).
+
+    Each round scores every unmeasured pair by ``|S_ij - n~ E_ij|``: ``S_ij`` the exact sum of
+    ``p_i(x_i) p_j(x_j)`` (moved by at most 1 by a record), ``E_ij`` the answer that the
+    Gaussian copula of :meth:`NoisySummary.completed_correlation` (the model of what is
+    measured so far, DP) expects. Noisy top-k picks that round's pairs from
+    ``select_budget * k_t / k``, and they are measured with ``measure_budget * k_t / k``, the
+    noise of every other basis function."""
+    d = summary.bounds.d
+    n = max(summary.noisy_count, 1.0)
+    probabilities = summary.marginal_probabilities()
+    if summary.factor_pairs is not None:
+        coefficients = summary.factor_pairs.coefficients
+    elif params.pair_factors == "spread" and sums.degree >= 2:
+        coefficients = spread_factors(probabilities, sums.degree)
+    else:
+        coefficients = np.zeros((d, 2))
+        coefficients[:, 1] = 1.0
+    measured, _, _ = summary.pair_correlations(noise=False)
+    taken = np.zeros((d, d), dtype=bool)
+    taken[measured[:, 0], measured[:, 1]] = taken[measured[:, 1], measured[:, 0]] = True
+    upper = np.triu_indices(d, 1)
+    candidates = np.column_stack(upper)[~taken[upper]]
+    exact = FactorPairs(coefficients, candidates).sums(sums)
+    open_ = np.ones(len(candidates), dtype=bool)
+    rounds = min(params.selection_rounds, k)
+    for k_t in np.diff(np.linspace(0, k, rounds + 1).round().astype(np.int64)):
+        rest = np.flatnonzero(open_)
+        if k_t < rest.size:
+            model = summary.completed_correlation()
+            pairs = candidates[rest]
+            rho = np.zeros(len(rest)) if model is None else model[pairs[:, 0], pairs[:, 1]]
+            expected = copula_answers(FactorPairs(coefficients, pairs), probabilities, rho)
+            chosen = rest[select_top_k(np.abs(exact[rest] - n * expected), int(k_t), 1.0,
+                                       select_budget * k_t / k, accountant, noise, stage="pair_selection")]
+        else:
+            chosen = rest  # every remaining pair: nothing to pick
+        open_[chosen] = False
+        noisy, scale = release_basis_sums(exact[chosen], measure_budget * k_t / k, accountant, noise,
+                                          stage="selected_pairs")
+        previous = summary.factor_pairs.pairs if summary.factor_pairs is not None else np.zeros((0, 2), np.int64)
+        summary.factor_pairs = FactorPairs(coefficients, np.vstack([previous, candidates[chosen]]))
+        summary.factor_sums = np.concatenate([summary.factor_sums if summary.factor_sums is not None
+                                              else np.zeros(0), noisy])
+        summary.factor_noise_std = noise_std(scale, accountant)
 
 
 def _split_factor_pairs(basis: BasisSet, summary: NoisySummary, params: SmoothPCAParams,

@@ -78,6 +78,19 @@ class SmoothPCAParams(BaseModel):
         pair_columns: anchor columns (e.g. a label) whose first-order interaction with every
             other column is added to the basis (``T_1(x_a) T_1(x_j)``): keeps their correlations
             for d - 1 extra functions each.
+        pair_selection: ``on`` (with ``basis: auto``): when the chosen basis lacks some
+            first-order pairs but the budget affords more functions at
+            ``selection_noise_target``, that many more pairs are picked adaptively, in
+            ``selection_rounds`` rounds, each by noisy top-k on how far a pair's exact sum lies
+            from what the model of the pairs measured so far expects, and measured
+            (docs/mechanisms.md, privacy.md section 3e); ``auto``: ``on`` in the (epsilon, delta)
+            mode, ``off`` under pure epsilon-DP, where a pick costs as much as the signal it
+            looks for (docs/benchmarks.md); ``off``: never.
+        selection_fraction: share of the basis budget spent on picking pairs.
+        selection_noise_target: per-function noise (normalised) up to which pairs are added
+            (looser than ``auto_noise_target``: a picked pair is one of the strongest).
+        selection_rounds: rounds of pick-then-measure (more rounds let a pair that the new
+            measurements explain give way to one they do not; the budget is the same).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -106,6 +119,10 @@ class SmoothPCAParams(BaseModel):
     herding_rows: int = Field(default=20_000, ge=0, le=1_000_000)
     pair_factors: Literal["spread", "chebyshev"] = "spread"
     pair_columns: tuple[str, ...] = ()
+    pair_selection: Literal["auto", "on", "off"] = "auto"
+    selection_fraction: float = Field(default=0.2, gt=0, lt=1)
+    selection_noise_target: float = Field(default=0.05, gt=0)
+    selection_rounds: int = Field(default=1, ge=1, le=100)
 
     def data_pass_degree(self) -> int:
         """Chebyshev degree the data pass must compute for any basis this config may pick."""
@@ -150,6 +167,25 @@ def per_function_noise(size: int, noisy_count: float, accountant: PrivacyAccount
     else:
         std = accountant.noise_scale(sensitivity.basis_sums_l2(size), budget)
     return std / max(noisy_count, 1.0)
+
+
+def selectable_pairs(params: SmoothPCAParams, basis: BasisSet, measured_pairs: int, noisy_count: float,
+                     accountant: PrivacyAccountant, budget: float) -> int:
+    """How many first-order pairs ``pair_selection: auto`` adds to ``basis`` (which has
+    ``measured_pairs`` of them): as many as keep every function's noise, with the selection's
+    share of ``budget`` taken out, at ``selection_noise_target``, and no more than are missing; 0
+    with a fixed basis, ``pair_selection: off``, or when no more are affordable."""
+    d = basis.d
+    missing = d * (d - 1) // 2 - measured_pairs
+    wanted = params.pair_selection == "on" or (params.pair_selection == "auto" and not accountant.pure)
+    if not wanted or params.basis != "auto" or missing <= 0 or budget <= 0:
+        return 0
+    measure = budget * (1.0 - params.selection_fraction)
+    unit = per_function_noise(1, noisy_count, accountant, measure)
+    # noise grows like R (pure) or sqrt(R) (zCDP): the largest R at the target
+    ratio = params.selection_noise_target / unit
+    affordable = int(math.floor(ratio if accountant.pure else ratio**2))
+    return int(np.clip(affordable - basis.size, 0, missing))
 
 
 def choose_basis(
