@@ -171,10 +171,11 @@ def per_function_noise(size: int, noisy_count: float, accountant: PrivacyAccount
 
 def selectable_pairs(params: SmoothPCAParams, basis: BasisSet, measured_pairs: int, noisy_count: float,
                      accountant: PrivacyAccountant, budget: float) -> int:
-    """How many first-order pairs ``pair_selection: auto`` adds to ``basis`` (which has
+    """How many first-order pairs the pair selection adds to ``basis`` (which has
     ``measured_pairs`` of them): as many as keep every function's noise, with the selection's
     share of ``budget`` taken out, at ``selection_noise_target``, and no more than are missing; 0
-    with a fixed basis, ``pair_selection: off``, or when no more are affordable."""
+    with a fixed basis, with ``pair_selection: off`` (or ``auto`` under pure epsilon-DP), or
+    when no more are affordable."""
     d = basis.d
     missing = d * (d - 1) // 2 - measured_pairs
     wanted = params.pair_selection == "on" or (params.pair_selection == "auto" and not accountant.pure)
