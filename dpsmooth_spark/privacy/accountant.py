@@ -123,11 +123,11 @@ class PrivacyAccountant:
     def selection_scale(self, sensitivity: float, budget: float, k: int) -> float:
         """Noise scale of a noisy top-``k`` selection (:meth:`NoiseSource.top_k`) among scores of
         L-infinity ``sensitivity`` that spends ``budget`` (the inverse of :meth:`charge_selection`)."""
-        if budget <= 0 or k < 1:
-            raise ValueError("a selection needs a budget > 0 and k >= 1")
-        if self.pure:
-            return 2.0 * sensitivity * k / budget
-        return sensitivity * math.sqrt(k / (2.0 * budget))
+        if k < 1:
+            raise ValueError("a selection needs k >= 1")
+        # k picks cost what k Laplace releases of sensitivity 2 s (pure) or k Gaussian releases
+        # of sensitivity s (zCDP) cost at the same scale
+        return self.noise_scale(2.0 * sensitivity if self.pure else sensitivity, budget, invocations=k)
 
     def charge_selection(self, stage: str, sensitivity: float, scale: float, k: int) -> StageCharge:
         """Record a noisy top-``k`` selection: ``k`` exponential mechanisms, each

@@ -44,7 +44,13 @@ from dpsmooth_spark.core.factors import (
     spread_factors,
 )
 from dpsmooth_spark.core.subspace import SubspaceEstimate, private_subspace_iteration
-from dpsmooth_spark.mechanisms.smooth_pca.params import SmoothPCAParams, choose_basis, selectable_pairs
+from dpsmooth_spark.mechanisms.smooth_pca.params import (
+    SmoothPCAParams,
+    choose_basis,
+    first_pairs,
+    missing_pairs,
+    selectable_pairs,
+)
 from dpsmooth_spark.mechanisms.stages import (
     add_noise,
     noise_std,
@@ -245,13 +251,18 @@ class NoisySummary:
         return np.array([histogram_density(h / n, np.full(bins, self.histogram_noise_std / n), bins)
                          for h in self.histograms])
 
+    def measured_pairs(self) -> np.ndarray:
+        """``(m, 2)`` the column pairs with a first-order pair term (``T_1 T_1`` or factors),
+        each once, smaller index first."""
+        rows = [np.flatnonzero(row) for row in self.basis.indices[first_pairs(self.basis.indices)]]
+        if self.factor_pairs is not None:
+            rows += list(np.sort(self.factor_pairs.pairs, axis=1))
+        return np.unique(np.array(rows, dtype=np.int64).reshape(-1, 2), axis=0)
+
     def has_all_pairs(self) -> bool:
         """Whether every pair of columns has a first-order pair term (``T_1 T_1`` or factors)."""
         d = self.basis.d
-        covered = {tuple(np.flatnonzero(row)) for row in self.basis.indices[first_pairs(self.basis.indices)]}
-        if self.factor_pairs is not None:
-            covered |= {(int(min(i, j)), int(max(i, j))) for i, j in self.factor_pairs.pairs}
-        return d < 2 or len(covered) >= d * (d - 1) // 2
+        return d < 2 or len(self.measured_pairs()) >= d * (d - 1) // 2
 
     def null_shares(self) -> np.ndarray:
         """Per column, the released share of nulls among the rows (0 where not nullable):
@@ -361,14 +372,9 @@ class NoisySummary:
         return out
 
 
-def first_pairs(indices: np.ndarray) -> np.ndarray:
-    """Which rows of multi-indices ``indices`` are first-order pair terms ``T_1(x_i) T_1(x_j)``."""
-    return ((indices == 1).sum(axis=1) == 2) & ((indices != 0).sum(axis=1) == 2)
-
-
 def all_pairs_of(basis: BasisSet) -> bool:
     """Whether ``basis`` has ``T_1(x_i) T_1(x_j)`` for every pair of columns."""
-    return basis.d < 2 or int(first_pairs(basis.indices).sum()) >= basis.d * (basis.d - 1) // 2
+    return basis.d < 2 or missing_pairs(basis) <= 0
 
 
 def basis_groups(basis: BasisSet) -> np.ndarray:
@@ -460,8 +466,7 @@ def release_summary(
     anchors = tuple(bounds.columns.index(c) for c in params.pair_columns)
     share = rest * (1.0 - params.marginal_fraction)
     basis = choose_basis(params, d, noisy_count, accountant, accountant.share(share), anchors, lattice)
-    selected = selectable_pairs(params, basis, int(first_pairs(basis.indices).sum()), noisy_count,
-                                accountant, accountant.share(share))
+    selected = selectable_pairs(params, basis, noisy_count, accountant, accountant.share(share))
     strategy = params.candidate_strategy
     if strategy == "auto":
         strategy = "psi" if not all_pairs_of(basis) and not selected and d >= 2 and _psi_affordable(
@@ -476,8 +481,7 @@ def release_summary(
                          "and basis sums")
     if strategy == "psi" and (basis.size or selected):
         basis = choose_basis(params, d, noisy_count, accountant, accountant.share(share), anchors, lattice)
-        selected = selectable_pairs(params, basis, int(first_pairs(basis.indices).sum()), noisy_count,
-                                    accountant, accountant.share(share))
+        selected = selectable_pairs(params, basis, noisy_count, accountant, accountant.share(share))
 
     summary = _release_marginals(sums, bounds, params, accountant, noise, noisy_count,
                                  accountant.share(marginal_share), nullable)
@@ -489,8 +493,7 @@ def release_summary(
     # every basis function, chosen up front or picked later, gets the same noise: the basis's
     # share less the selection's, split in proportion to the number of functions; where the
     # budget affords every missing pair, none is picked and the selection's share is not spent
-    missing = d * (d - 1) // 2 - int(first_pairs(basis.indices).sum())
-    select_share = share * params.selection_fraction if 0 < selected < missing else 0.0
+    select_share = share * params.selection_fraction if 0 < selected < missing_pairs(basis) else 0.0
     per_function = (share - select_share) / max(basis.size + selected, 1)
     if basis.size:
         basis, factors = _split_factor_pairs(basis, summary, params, sums.degree)
@@ -545,7 +548,7 @@ def _measure_selected_pairs(sums: ExactSums, summary: NoisySummary, params: Smoo
     else:
         coefficients = np.zeros((d, 2))
         coefficients[:, 1] = 1.0
-    measured, _, _ = summary.pair_correlations(noise=False)
+    measured = summary.measured_pairs()
     taken = np.zeros((d, d), dtype=bool)
     taken[measured[:, 0], measured[:, 1]] = taken[measured[:, 1], measured[:, 0]] = True
     upper = np.triu_indices(d, 1)

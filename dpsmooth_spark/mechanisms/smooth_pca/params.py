@@ -169,15 +169,23 @@ def per_function_noise(size: int, noisy_count: float, accountant: PrivacyAccount
     return std / max(noisy_count, 1.0)
 
 
-def selectable_pairs(params: SmoothPCAParams, basis: BasisSet, measured_pairs: int, noisy_count: float,
+def first_pairs(indices: np.ndarray) -> np.ndarray:
+    """Which rows of multi-indices ``indices`` are first-order pair terms ``T_1(x_i) T_1(x_j)``."""
+    return ((indices == 1).sum(axis=1) == 2) & ((indices != 0).sum(axis=1) == 2)
+
+
+def missing_pairs(basis: BasisSet) -> int:
+    """How many column pairs ``basis`` has no ``T_1(x_i) T_1(x_j)`` term for."""
+    return basis.d * (basis.d - 1) // 2 - int(first_pairs(basis.indices).sum())
+
+
+def selectable_pairs(params: SmoothPCAParams, basis: BasisSet, noisy_count: float,
                      accountant: PrivacyAccountant, budget: float) -> int:
-    """How many first-order pairs the pair selection adds to ``basis`` (which has
-    ``measured_pairs`` of them): as many as keep every function's noise, with the selection's
+    """How many first-order pairs the pair selection adds to ``basis``: as many as keep every function's noise, with the selection's
     share of ``budget`` taken out, at ``selection_noise_target``, and no more than are missing; 0
     with a fixed basis, with ``pair_selection: off`` (or ``auto`` under pure epsilon-DP), or
     when no more are affordable."""
-    d = basis.d
-    missing = d * (d - 1) // 2 - measured_pairs
+    missing = missing_pairs(basis)
     wanted = params.pair_selection == "on" or (params.pair_selection == "auto" and not accountant.pure)
     if not wanted or params.basis != "auto" or missing <= 0 or budget <= 0:
         return 0
