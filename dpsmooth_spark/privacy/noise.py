@@ -89,7 +89,7 @@ def _opendp_noise(values: np.ndarray, scale: float, kind: str) -> np.ndarray:
     return np.asarray(meas(flat), dtype=np.float64).reshape(values.shape)
 
 
-def top_k_measurement(k: int, scale: float, pure: bool):  # noqa: ANN201 (an OpenDP Measurement)
+def top_k_measurement(k: int, scale: float, pure: bool):
     """OpenDP's noisy top-k on a float score vector whose entries each move by at most the
     ``d_in`` of its privacy map between neighbours (not monotonic: scores may move either way)."""
     import opendp.prelude as dp

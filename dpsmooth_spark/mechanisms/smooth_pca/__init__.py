@@ -2,8 +2,10 @@
 
 Its stages, one module each, every one a pure function over numpy with the accountant passed in:
 
-* :mod:`.measure`: the DP statistics (count, Chebyshev basis sums, PSI and the spread along its
-  directions) as a :class:`NoisySummary`, and :func:`measurements` over it;
+* :mod:`.measure`: the DP statistics (count, histograms, Chebyshev basis sums and pairs on spread
+  factors, selected pairs, PSI and the spread along its directions) as a :class:`NoisySummary`
+  (:mod:`.summary`: the statistics as data, what they imply, and :func:`measurements` over them
+  for the fit);
 * :mod:`.candidates`: support points from the private marginals and correlation, with the
   independent-columns prior over them;
 * :mod:`.fit`: the reduced LP (OR-Tools), then the maximum-entropy projection;
@@ -13,14 +15,10 @@ Its stages, one module each, every one a pure function over numpy with the accou
 """
 
 from dpsmooth_spark.mechanisms.smooth_pca.fit import SynthesisResult, fit_from_summary
-from dpsmooth_spark.mechanisms.smooth_pca.measure import (
-    Measurement,
-    NoisySummary,
-    measurements,
-    release_summary,
-)
+from dpsmooth_spark.mechanisms.smooth_pca.measure import release_summary
 from dpsmooth_spark.mechanisms.smooth_pca.params import SmoothPCAParams, choose_basis
 from dpsmooth_spark.mechanisms.smooth_pca.sample import sample_scaled
+from dpsmooth_spark.mechanisms.smooth_pca.summary import Measurement, NoisySummary, measurements
 from dpsmooth_spark.mechanisms.smooth_pca.synthesizer import SmoothSynthesizer, fit_from_sums
 
 __all__ = [

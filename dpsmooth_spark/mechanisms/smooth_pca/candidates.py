@@ -20,8 +20,8 @@ from dpsmooth_spark.core.candidates import (
 )
 from dpsmooth_spark.core.maxent import fit_within_noise
 from dpsmooth_spark.core.sampling import snap_to_lattice
-from dpsmooth_spark.mechanisms.smooth_pca.measure import VARIANCE_FLOOR, NoisySummary
 from dpsmooth_spark.mechanisms.smooth_pca.params import SmoothPCAParams
+from dpsmooth_spark.mechanisms.smooth_pca.summary import VARIANCE_FLOOR, NoisySummary
 
 CORRELATION_FLOOR = 1e-3
 """Smallest eigenvalue of the proposal correlation (keeps the copula density finite)."""

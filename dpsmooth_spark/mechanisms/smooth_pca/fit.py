@@ -28,8 +28,8 @@ from dpsmooth_spark.core.function_values import FunctionValues
 from dpsmooth_spark.core.lp import solve_l1_fit
 from dpsmooth_spark.core.maxent import fit_within_noise
 from dpsmooth_spark.mechanisms.smooth_pca.candidates import Candidates, make_candidates
-from dpsmooth_spark.mechanisms.smooth_pca.measure import Measurement, NoisySummary, measurements
 from dpsmooth_spark.mechanisms.smooth_pca.params import SmoothPCAParams
+from dpsmooth_spark.mechanisms.smooth_pca.summary import Measurement, NoisySummary, measurements
 
 JOINT_MARGINAL_TOLERANCE = 0.1
 """Chi-square per answer the joint fit may leave on a one-way marginal: it keeps the marginals

@@ -193,7 +193,7 @@ def selectable_pairs(params: SmoothPCAParams, basis: BasisSet, noisy_count: floa
     unit = per_function_noise(1, noisy_count, accountant, measure)
     # noise grows like R (pure) or sqrt(R) (zCDP): the largest R at the target
     ratio = params.selection_noise_target / unit
-    affordable = int(math.floor(ratio if accountant.pure else ratio**2))
+    affordable = math.floor(ratio if accountant.pure else ratio**2)
     return int(np.clip(affordable - basis.size, 0, missing))
 
 
