@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize
 from scipy.special import logsumexp
+from scipy.stats import norm
 from threadpoolctl import threadpool_limits
 
 from dpsmooth_spark.core.function_values import FunctionValues
@@ -353,6 +354,44 @@ def closest_fit(
     return ClosestFit(best, chi_square(w, best, b, sigma), iterations)
 
 
+def clipped_second_moment(c: np.ndarray, noise: str) -> np.ndarray:
+    """``E[min(Z^2, c^2)]`` for unit-variance noise ``Z``, ``laplace`` or ``gaussian``: what
+    a clipped chi-square term is worth where there is no signal."""
+    c = np.asarray(c, dtype=np.float64)
+    if noise == "laplace":  # scale 1/sqrt(2): P(|Z| > c) = exp(-sqrt(2) c)
+        return 1.0 - np.exp(-np.sqrt(2.0) * c) * (np.sqrt(2.0) * c + 1.0)
+    if noise == "gaussian":
+        tail = 2.0 * norm.sf(c)
+        return 1.0 - 2.0 * c * norm.pdf(c) - tail + c * c * tail
+    raise ValueError(f"unknown noise {noise!r}")
+
+
+def james_stein_tolerance(z_prior: np.ndarray, groups: np.ndarray, noise: str,
+                          clip: float = 2.5) -> np.ndarray:
+    """Per group, the chi-square per answer left by positive-part James-Stein shrinkage of its
+    answers toward the prior's, capped at 1 (within the noise).
+
+    With ``z`` the prior's residuals in noise units (``chi2_0 = sum z^2``), the shrunk answers
+    ``prior + s (measured - prior)`` leave ``(1 - s)^2 chi2_0``; James-Stein takes
+    ``s = 1 - |G| / chi2_0``: a group the prior fits to within the noise stays at the prior, one
+    measured far from it is fitted closely. A chi-square ball of ``|G|`` moves it only
+    ``1 - sqrt(|G| / chi2_0)`` of the way, which weakens every clear relation. The signal is
+    judged on clipped terms ``min(z^2, c^2)`` against their no-signal expectation
+    (:func:`clipped_second_moment`), ``c = max(clip, 3 median |z|)``: one Laplace draw of 5
+    noise units among 61 answers of no relation would otherwise read as signal and be fitted;
+    a clear group, whose terms are all large, is clipped at 3x its median and judged as it is.
+    """
+    z = np.asarray(z_prior, dtype=np.float64)
+    groups = np.asarray(groups, dtype=np.int64)
+    size = np.bincount(groups).astype(np.float64)
+    median = np.array([np.median(np.abs(z[groups == g])) if size[g] else 0.0 for g in range(size.size)])
+    c = np.maximum(clip, 3.0 * median)
+    robust = np.bincount(groups, weights=np.minimum(z * z, c[groups] ** 2), minlength=size.size)
+    chi2 = np.bincount(groups, weights=z * z, minlength=size.size)
+    kept = np.minimum(size * clipped_second_moment(c, noise) / np.maximum(robust, 1e-300), 1.0)
+    return np.minimum(kept**2 * chi2 / np.maximum(size, 1.0), 1.0)
+
+
 def fit_within_noise(
     w: Values,
     b: np.ndarray,
@@ -365,6 +404,7 @@ def fit_within_noise(
     timings: dict[str, float] | None = None,
     answer_bound: float | np.ndarray | None = None,
     start: np.ndarray | None = None,
+    closest_tolerance: float | np.ndarray | None = None,
 ) -> tuple[MaxEntFit, ClosestFit]:
     """:func:`closest_fit`, then :func:`maxent_projection` with targets it makes feasible.
 
@@ -373,7 +413,8 @@ def fit_within_noise(
     (a distribution, so a point that meets every target at once) gets; ``tolerance = 0`` asks
     for the closest fit, and the maximum-entropy weights among those. ``tolerance`` is one
     number or one per group. The closest fit starts from ``start`` (the prior when ``None``)
-    and stops once every group is within ``tolerance |G| / (1 + slack)``. The dual gets at most
+    and stops once every group is within ``tolerance |G| / (1 + slack)`` (``closest_tolerance``
+    instead of ``tolerance`` when given). The dual gets at most
     ``max_iterations`` L-BFGS steps: where it has not converged by then,
     :func:`within_targets` brings its weights back within the targets. ``timings``, when
     given, receives the seconds of each step.
@@ -394,7 +435,8 @@ def fit_within_noise(
     if start is None and log_prior is not None:
         start = np.exp(np.asarray(log_prior) - np.max(log_prior))
     clock = time.perf_counter()
-    closest = closest_fit(w, b, sigma, groups, tolerance * sizes / (1.0 + slack), start)
+    stop = tolerance if closest_tolerance is None else closest_tolerance
+    closest = closest_fit(w, b, sigma, groups, stop * sizes / (1.0 + slack), start)
     z_closest = (_times(w, closest.weights) - b) / sigma
     targets = np.maximum(tolerance * sizes,
                          (1.0 + slack) * np.bincount(groups, weights=z_closest * z_closest))

@@ -26,7 +26,7 @@ import numpy as np
 from dpsmooth_spark.core.basis import HistogramBasis
 from dpsmooth_spark.core.function_values import FunctionValues
 from dpsmooth_spark.core.lp import solve_l1_fit
-from dpsmooth_spark.core.maxent import fit_within_noise
+from dpsmooth_spark.core.maxent import fit_within_noise, james_stein_tolerance
 from dpsmooth_spark.mechanisms.smooth_pca.candidates import Candidates, make_candidates
 from dpsmooth_spark.mechanisms.smooth_pca.params import SmoothPCAParams
 from dpsmooth_spark.mechanisms.smooth_pca.summary import Measurement, NoisySummary, measurements
@@ -75,15 +75,18 @@ class SynthesisResult:
 def fit_weights(a: FunctionValues, z: np.ndarray, sigma: np.ndarray, groups: np.ndarray,
                 tolerance: np.ndarray, support: Candidates, params: SmoothPCAParams,
                 timings: dict[str, float] | None = None,
-                bound: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, float]:
+                bound: np.ndarray | None = None,
+                shrunk: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, float]:
     """``(weights, u_ref, KL to the prior)`` from the basis values at the candidates in noise
     units (``a = W / sigma``, ``(R, C)``, and ``z = b / sigma``); ``u_ref`` is the closest fit
     (``maxent``) or the LP's solution (``lp``). ``bound``: each answer's largest residual in
-    noise units (``inf``: none), or ``None``."""
+    noise units (``inf``: none), or ``None``; ``shrunk``: each group's tolerance for the
+    maximum-entropy step where it is tighter than the closest fit's stopping ``tolerance``."""
     if params.fit == "maxent":
-        projected, closest = fit_within_noise(a, z, 1.0, groups, support.log_prior,
-                                              params.fit_slack, tolerance, timings=timings,
-                                              answer_bound=bound, start=support.start_weights())
+        projected, closest = fit_within_noise(a, z, 1.0, groups, support.log_prior, params.fit_slack,
+                                              tolerance if shrunk is None else shrunk, timings=timings,
+                                              answer_bound=bound, start=support.start_weights(),
+                                              closest_tolerance=tolerance)
         return projected.weights, closest.weights, projected.kl
     # The LP's rows are scaled back by one constant (the noise's geometric mean), which leaves
     # its optimum as it is: in z-scores, entries reach 1e4-1e5 at 10^6 rows and GLOP then
@@ -105,18 +108,21 @@ def noise_scaled_values(found: list[Measurement], points: np.ndarray) -> Functio
     return FunctionValues.from_functions([m.queries for m in found], scales, points)
 
 
-def _global_groups(found: list[Measurement]) -> tuple[np.ndarray, np.ndarray]:
-    """Every answer's group across the measurements, and each group's tolerance: labels are
-    offset per measurement, except that measurements of one ``group_space`` share theirs."""
+def _global_groups(found: list[Measurement]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every answer's group across the measurements, each group's tolerance and whether it holds
+    relations: labels are offset per measurement, except that measurements of one
+    ``group_space`` share theirs."""
     offsets: dict[object, int] = {}
-    groups, tolerance = [], []
+    groups, tolerance, relations = [], [], []
     for k, m in enumerate(found):
         space = k if m.group_space is None else m.group_space
         if space not in offsets:
             offsets[space] = sum(t.size for t in tolerance)
             tolerance.append(np.asarray(m.tolerance, dtype=np.float64))
+            relations.append(np.zeros(m.tolerance.size, dtype=bool) if m.relations is None
+                             else np.asarray(m.relations, dtype=bool))
         groups.append(m.groups + offsets[space])
-    return np.concatenate(groups), np.concatenate(tolerance)
+    return np.concatenate(groups), np.concatenate(tolerance), np.concatenate(relations)
 
 
 def _keep_prior_marginals(found: list[Measurement], support: Candidates) -> list[Measurement]:
@@ -164,13 +170,18 @@ def fit_from_summary(summary: NoisySummary, params: SmoothPCAParams, rng: np.ran
     b = np.concatenate([m.values for m in found])
     sigma = np.concatenate([np.broadcast_to(m.std, m.values.shape) for m in found])
     z = b / sigma
-    groups, tolerance = _global_groups(found)
+    groups, tolerance, relations = _global_groups(found)
+    shrunk = None
+    if params.fit == "maxent" and params.group_shrinkage == "james_stein" and relations.any():
+        z_prior = (a @ support.prior_weights().astype(np.float32)).astype(np.float64) - z
+        js = james_stein_tolerance(z_prior, groups, summary.noise, params.answer_bound or 2.5)
+        shrunk = np.where(relations, np.minimum(tolerance, js), tolerance)
     timings["candidates"] = time.perf_counter() - start
 
     start = time.perf_counter()
     steps: dict[str, float] = {}
     bound = _answer_bounds(found, a, z, support, params.answer_bound)
-    weights, reference, kl = fit_weights(a, z, sigma, groups, tolerance, support, params, steps, bound)
+    weights, reference, kl = fit_weights(a, z, sigma, groups, tolerance, support, params, steps, bound, shrunk)
     timings["fit"] = time.perf_counter() - start
     timings.update({f"fit.{name}": seconds for name, seconds in steps.items()})
 

@@ -42,6 +42,12 @@ class SmoothPCAParams(BaseModel):
         fit: ``maxent`` (the distribution closest to the independent prior among those that fit
             the measurements within their noise, docs/mechanisms.md) or ``lp`` (the paper's
             reduced LP alone).
+        group_shrinkage: ``james_stein`` (the default): each group of relation answers is fitted
+            to within the chi-square that positive-part James-Stein shrinkage toward the
+            independent prior leaves (at most its noise, ``|G|``; judged on clipped terms so
+            that one heavy-tailed noise draw is not read as signal;
+            ``core.maxent.james_stein_tolerance``); ``ball``: to within ``|G|``, which moves a
+            clear group only ``1 - sqrt(|G| / chi2)`` of the way from the prior.
         fit_slack: the maxent fit may exceed the closest fit's chi-square by this factor when the
             noise level cannot be reached on the candidates.
         answer_bound: largest distance, in noise standard deviations, that the maxent fit may
@@ -107,6 +113,7 @@ class SmoothPCAParams(BaseModel):
     psi_fraction: float = Field(default=0.1, gt=0, lt=0.9)
     directions_fraction: float = Field(default=0.1, gt=0, lt=0.9)
     fit: Literal["maxent", "lp"] = "maxent"
+    group_shrinkage: Literal["james_stein", "ball"] = "james_stein"
     fit_slack: float = Field(default=0.05, ge=0, le=10)
     answer_bound: float | None = Field(default=2.5, gt=0, le=100)
     marginal_cells: int = Field(default=256, ge=4, le=65_536)

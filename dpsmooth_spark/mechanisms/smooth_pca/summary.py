@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -46,6 +46,9 @@ class Measurement:
         group_space: measurements with the same ``group_space`` share their group labels and
             ``tolerance`` (a hub column's pair terms, Chebyshev products and pairs on spread
             factors alike); ``None``: groups of their own.
+        relations: ``(G,)`` which groups hold relations between columns (pair terms,
+            directions), whose targets the fit may tighten by James-Stein shrinkage
+            (:func:`core.maxent.james_stein_tolerance`); ``None``: none.
     """
 
     name: str
@@ -55,6 +58,7 @@ class Measurement:
     groups: np.ndarray
     tolerance: np.ndarray
     group_space: str | None = None
+    relations: np.ndarray | None = None
 
 
 @dataclass
@@ -80,6 +84,7 @@ class NoisySummary:
         factor_pairs: the pair terms measured on spread factors (``pair_factors: spread``).
         factor_sums: their sums plus noise, ``(R_f,)`` (released with the basis sums).
         factor_noise_std: standard deviation of the noise of each factor pair sum.
+        noise: the noise's distribution, ``laplace`` (pure epsilon-DP) or ``gaussian``.
     """
 
     bounds: PublicBounds
@@ -98,6 +103,7 @@ class NoisySummary:
     factor_pairs: FactorPairs | None = None
     factor_sums: np.ndarray | None = None
     factor_noise_std: float = 0.0
+    noise: Literal["laplace", "gaussian"] = "laplace"
 
     @property
     def normalised(self) -> np.ndarray:
@@ -259,6 +265,7 @@ class NoisySummary:
         noisy_count = float(data["noisy_count"])
         summary = cls(bounds, basis, noisy_count, np.array(data["noisy_sums"], float),
                       np.broadcast_to(np.array(data["basis_noise_std"], float), (basis.size,)).copy())
+        summary.noise = "gaussian" if data.get("noise") == "gaussian" else "laplace"
         if "histograms" in data:
             summary.histograms = np.array(data["histograms"]["noisy_counts"], float)
             summary.histogram_noise_std = float(data["histograms"]["noise_std"])
@@ -294,6 +301,7 @@ class NoisySummary:
                 "count_alone": self.count_alone,
                 "count_pooling": "noisy_count = inverse-variance mean of count_alone and the d "
                                  "histogram totals (post-processing)"}),
+            "noise": self.noise,
             "multi_indices": self.basis.indices.tolist(),
             "noisy_sums": self.noisy_sums.tolist(),
             "noisy_means": self.normalised.tolist(),
@@ -384,15 +392,18 @@ def measurements(summary: NoisySummary, marginal_tolerance: float = 0.0,
         one_way = (joint.indices != 0).sum(axis=1) == 1
         tolerance = np.ones(int(groups.max()) + 1)
         tolerance[groups[one_way]] = marginal_tolerance
+        relations = np.ones(tolerance.size, dtype=bool)
+        relations[groups[one_way]] = False
         size = summary.basis.size
         if size:
             out.append(Measurement("basis", summary.basis, np.clip(summary.normalised, -1.0, 1.0),
-                                   summary.basis_noise_std / n, groups[:size], tolerance, "basis"))
+                                   summary.basis_noise_std / n, groups[:size], tolerance, "basis", relations))
         if pairs.size:
             out.append(Measurement("factor_pairs", factors, np.clip(summary.factor_sums / n, -1.0, 1.0),
-                                   summary.factor_noise_std / n, groups[size:], tolerance, "basis"))
+                                   summary.factor_noise_std / n, groups[size:], tolerance, "basis", relations))
     if summary.directions is not None and summary.direction_sums is not None:
         out.append(Measurement("directions", summary.directions, np.clip(summary.direction_sums / n, -1.0, 1.0),
                                summary.direction_noise_std / n,
-                               np.zeros(summary.directions.size, dtype=np.int64), np.ones(1)))
+                               np.zeros(summary.directions.size, dtype=np.int64), np.ones(1),
+                               relations=np.ones(1, dtype=bool)))
     return out
