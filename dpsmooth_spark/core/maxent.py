@@ -33,6 +33,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize
 from scipy.special import logsumexp
+from scipy.special import gammainc
+from scipy.stats import chi2 as chi2_dist
 from scipy.stats import norm
 from threadpoolctl import threadpool_limits
 
@@ -354,20 +356,33 @@ def closest_fit(
     return ClosestFit(best, chi_square(w, best, b, sigma), iterations)
 
 
-def clipped_second_moment(c: np.ndarray, noise: str) -> np.ndarray:
-    """``E[min(Z^2, c^2)]`` for unit-variance noise ``Z``, ``laplace`` or ``gaussian``: what
-    a clipped chi-square term is worth where there is no signal."""
+def clipped_square_moments(c: np.ndarray, noise: str) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and variance of ``min(Z^2, c^2)`` for unit-variance noise ``Z``, ``laplace`` or
+    ``gaussian``: what a clipped chi-square term is worth where there is no signal.
+
+    Laplace (scale ``b = 1/sqrt(2)``): ``|Z|`` is exponential, so ``E[Z^2k; |Z| < c] =
+    b^2k (2k)! P(2k + 1, c / b)`` (regularised lower gamma). Gaussian: ``Z^2`` is chi-square
+    with 1 degree of freedom and ``x^k f_1(x) = (2k - 1)!! f_{2k+1}(x)``, so ``E[Z^2k; Z^2 <
+    t] = (2k - 1)!! F_{2k+1}(t)``.
+    """
     c = np.asarray(c, dtype=np.float64)
-    if noise == "laplace":  # scale 1/sqrt(2): P(|Z| > c) = exp(-sqrt(2) c)
-        return 1.0 - np.exp(-np.sqrt(2.0) * c) * (np.sqrt(2.0) * c + 1.0)
-    if noise == "gaussian":
+    if noise == "laplace":
+        scale = 1.0 / np.sqrt(2.0)
+        tail = np.exp(-c / scale)
+        inner2 = 2.0 * scale**2 * gammainc(3, c / scale)
+        inner4 = 24.0 * scale**4 * gammainc(5, c / scale)
+    elif noise == "gaussian":
         tail = 2.0 * norm.sf(c)
-        return 1.0 - 2.0 * c * norm.pdf(c) - tail + c * c * tail
-    raise ValueError(f"unknown noise {noise!r}")
+        inner2 = chi2_dist.cdf(c * c, 3)
+        inner4 = 3.0 * chi2_dist.cdf(c * c, 5)
+    else:
+        raise ValueError(f"unknown noise {noise!r}")
+    mean = inner2 + c**2 * tail
+    return mean, inner4 + c**4 * tail - mean**2
 
 
 def james_stein_tolerance(z_prior: np.ndarray, groups: np.ndarray, noise: str,
-                          clip: float = 2.5) -> np.ndarray:
+                          clip: float = 2.5, significance: float = 2.0) -> np.ndarray:
     """Per group, the chi-square per answer left by positive-part James-Stein shrinkage of its
     answers toward the prior's, capped at 1 (within the noise).
 
@@ -376,10 +391,14 @@ def james_stein_tolerance(z_prior: np.ndarray, groups: np.ndarray, noise: str,
     ``s = 1 - |G| / chi2_0``: a group the prior fits to within the noise stays at the prior, one
     measured far from it is fitted closely. A chi-square ball of ``|G|`` moves it only
     ``1 - sqrt(|G| / chi2_0)`` of the way, which weakens every clear relation. The signal is
-    judged on clipped terms ``min(z^2, c^2)`` against their no-signal expectation
-    (:func:`clipped_second_moment`), ``c = max(clip, 3 median |z|)``: one Laplace draw of 5
-    noise units among 61 answers of no relation would otherwise read as signal and be fitted;
-    a clear group, whose terms are all large, is clipped at 3x its median and judged as it is.
+    judged on clipped terms, ``S = sum min(z^2, c^2)`` with ``c = max(clip, 3 median |z|)``,
+    against their mean ``m`` and variance ``v`` without signal (:func:`clipped_square_moments`):
+    one Laplace draw of 5 noise units among 61 answers of no relation would otherwise read as
+    signal and be fitted, while a clear group, whose terms are all large, is clipped at 3x its
+    median and judged as it is. Only a group with ``S > |G| m + significance sqrt(|G| v)`` is
+    shrunk, by ``s = 1 - |G| m / S``; the others keep 1: a weak group, whose James-Stein factor
+    is mostly noise, is fitted as the ball fits it (digits at epsilon 1 gained invented
+    correlations without this test).
     """
     z = np.asarray(z_prior, dtype=np.float64)
     groups = np.asarray(groups, dtype=np.int64)
@@ -388,8 +407,10 @@ def james_stein_tolerance(z_prior: np.ndarray, groups: np.ndarray, noise: str,
     c = np.maximum(clip, 3.0 * median)
     robust = np.bincount(groups, weights=np.minimum(z * z, c[groups] ** 2), minlength=size.size)
     chi2 = np.bincount(groups, weights=z * z, minlength=size.size)
-    kept = np.minimum(size * clipped_second_moment(c, noise) / np.maximum(robust, 1e-300), 1.0)
-    return np.minimum(kept**2 * chi2 / np.maximum(size, 1.0), 1.0)
+    mean, var = clipped_square_moments(c, noise)
+    clear = robust > size * mean + significance * np.sqrt(size * var)
+    kept = np.minimum(size * mean / np.maximum(robust, 1e-300), 1.0)
+    return np.where(clear, np.minimum(kept**2 * chi2 / np.maximum(size, 1.0), 1.0), 1.0)
 
 
 def fit_within_noise(

@@ -42,12 +42,13 @@ class SmoothPCAParams(BaseModel):
         fit: ``maxent`` (the distribution closest to the independent prior among those that fit
             the measurements within their noise, docs/mechanisms.md) or ``lp`` (the paper's
             reduced LP alone).
-        group_shrinkage: ``james_stein`` (the default): each group of relation answers is fitted
-            to within the chi-square that positive-part James-Stein shrinkage toward the
-            independent prior leaves (at most its noise, ``|G|``; judged on clipped terms so
-            that one heavy-tailed noise draw is not read as signal;
-            ``core.maxent.james_stein_tolerance``); ``ball``: to within ``|G|``, which moves a
-            clear group only ``1 - sqrt(|G| / chi2)`` of the way from the prior.
+        group_shrinkage: ``james_stein`` (the default): a group of relation answers whose
+            signal is clear (its clipped chi-square from the prior 2 deviations above what
+            noise alone gives) is fitted to within the chi-square that positive-part
+            James-Stein shrinkage toward the independent prior leaves; any other group, and
+            every group with ``ball``, to within ``|G|`` (its noise), which moves a clear group
+            only ``1 - sqrt(|G| / chi2)`` of the way from the prior
+            (``core.maxent.james_stein_tolerance``; docs/mechanisms.md, "James-Stein targets").
         fit_slack: the maxent fit may exceed the closest fit's chi-square by this factor when the
             noise level cannot be reached on the candidates.
         answer_bound: largest distance, in noise standard deviations, that the maxent fit may
