@@ -32,8 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import minimize
-from scipy.special import logsumexp
-from scipy.special import gammainc
+from scipy.special import gammainc, logsumexp
 from scipy.stats import chi2 as chi2_dist
 from scipy.stats import norm
 from threadpoolctl import threadpool_limits
