@@ -173,6 +173,7 @@ def fit_from_summary(summary: NoisySummary, params: SmoothPCAParams, rng: np.ran
     groups, tolerance, relations = _global_groups(found)
     shrunk = None
     if params.fit == "maxent" and params.group_shrinkage == "james_stein" and relations.any():
+        # terms are clipped where the answer bound lies (its default, 2.5, when it is off)
         z_prior = (a @ support.prior_weights().astype(np.float32)).astype(np.float64) - z
         js = james_stein_tolerance(z_prior, groups, summary.noise, params.answer_bound or 2.5)
         shrunk = np.where(relations, np.minimum(tolerance, js), tolerance)
