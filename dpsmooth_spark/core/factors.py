@@ -176,15 +176,17 @@ def copula_answers(factors: FactorPairs, probabilities: np.ndarray, rho: np.ndar
     return _copula_expectation(factors, probabilities)(rho)
 
 
-def copula_correlation_noise(factors: FactorPairs, probabilities: np.ndarray, std: float) -> np.ndarray:
-    """Per pair, the standard deviation that answer noise ``std`` gives the copula correlation
-    of :func:`copula_correlations` near independence: half the change of ``rho`` between the
-    answers the independent copula expects plus and minus ``std`` (0.99 where that noise spans
-    every correlation). Measured at independence, not at the noisy answer, where a draw beyond
-    every copula's answer sits on the flat end of the map and would look precise."""
+def copula_correlations_and_noise(factors: FactorPairs, probabilities: np.ndarray, answers: np.ndarray,
+                                  std: float) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`copula_correlations`, and per pair the standard deviation that answer noise ``std``
+    gives it near independence: half the change of ``rho`` between the answers the independent
+    copula expects plus and minus ``std`` (0.99 where that noise spans every correlation).
+    Measured at independence, not at the noisy answer, where a draw beyond every copula's answer
+    sits on the flat end of the map and would look precise. One expectation table serves both."""
     expectation = _copula_expectation(factors, probabilities)
     centre = expectation(np.zeros(factors.size))
-    return 0.5 * (_invert(expectation, centre + std) - _invert(expectation, centre - std))
+    rho = _invert(expectation, np.asarray(answers, dtype=np.float64))
+    return rho, 0.5 * (_invert(expectation, centre + std) - _invert(expectation, centre - std))
 
 
 def _copula_expectation(factors: FactorPairs, probabilities: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:

@@ -101,7 +101,6 @@ def release_summary(
 
     summary = _release_marginals(sums, bounds, params, accountant, noise, noisy_count,
                                  accountant.share(marginal_share), nullable)
-    summary.noise = "laplace" if accountant.pure else "gaussian"
     if summary.null_counts is None and summary.histograms is not None:
         count_scale = next(c.scale for c in accountant.charges if c.stage == "count")
         summary.count_alone = noisy_count
@@ -248,7 +247,7 @@ def _release_marginals(sums: ExactSums, bounds: PublicBounds, params: SmoothPCAP
         noisy = noisy[:, :bins]
     empty = BasisSet(d, 1, np.zeros((0, d), dtype=np.int64))
     return NoisySummary(bounds, empty, noisy_count, np.zeros(0), np.zeros(0), noisy,
-                        noise_std(scale, accountant), null_counts)
+                        noise_std(scale, accountant), null_counts, noise=accountant.mechanism)
 
 
 def histogram_bins(noisy_count: float, accountant: PrivacyAccountant, budget: float, d: int,

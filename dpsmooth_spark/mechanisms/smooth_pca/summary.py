@@ -20,7 +20,11 @@ from dpsmooth_spark.core.basis import (
     coarsen_histograms,
 )
 from dpsmooth_spark.core.candidates import histogram_density, max_entropy_correlation, nearest_psd
-from dpsmooth_spark.core.factors import FactorPairs, copula_correlation_noise, copula_correlations
+from dpsmooth_spark.core.factors import (
+    FactorPairs,
+    copula_correlations,
+    copula_correlations_and_noise,
+)
 from dpsmooth_spark.core.subspace import SubspaceEstimate
 from dpsmooth_spark.mechanisms.smooth_pca.params import first_pairs
 
@@ -143,7 +147,7 @@ class NoisySummary:
         standard deviation of each ``(m,)``: a ``T_1(x_i) T_1(x_j)`` answer as
         ``(b - mean_i mean_j) / (sd_i sd_j)`` (the private mean and :meth:`variances`), a pair on
         spread factors as the correlation of the Gaussian copula under which its answer is
-        expected (its noise: :func:`core.factors.copula_correlation_noise`, near
+        expected (its noise: :func:`core.factors.copula_correlations_and_noise`, near
         independence; with ``noise=False`` the spread-factor pairs' noise is not computed and
         is ``NaN``). Not clipped: where the noise is large a ``T_1 T_1`` answer may give one
         outside ``[-1, 1]``."""
@@ -159,9 +163,14 @@ class NoisySummary:
             probabilities = self.marginal_probabilities()
             answers = np.clip(self.factor_sums / n, -1.0, 1.0)
             pairs += list(self.factor_pairs.pairs)
-            rho += list(copula_correlations(self.factor_pairs, probabilities, answers))
-            std += list(copula_correlation_noise(self.factor_pairs, probabilities, self.factor_noise_std / n)
-                        if noise else np.full(self.factor_pairs.size, np.nan))
+            if noise:
+                found, spread = copula_correlations_and_noise(self.factor_pairs, probabilities, answers,
+                                                              self.factor_noise_std / n)
+            else:
+                found = copula_correlations(self.factor_pairs, probabilities, answers)
+                spread = np.full(self.factor_pairs.size, np.nan)
+            rho += list(found)
+            std += list(spread)
         as_array = np.array(pairs, dtype=np.int64).reshape(-1, 2)
         return as_array, np.array(rho, dtype=np.float64), np.abs(np.array(std, dtype=np.float64))
 
