@@ -33,13 +33,14 @@ def exact_sums(n: int, d: int):
     from dpsmooth_spark.core.basis import partial_sums
     from dpsmooth_spark.mechanisms.smooth_pca import SmoothPCAParams
 
-    cache = BUILD / f"sums_n{n}_d{d}.pickle"
+    spec = SmoothPCAParams().pass_spec(d)
+    cache = BUILD / f"sums_n{n}_d{d}_g{spec.degree}.pickle"
     if cache.exists():
         return pickle.loads(cache.read_bytes())
     dataset = ds.dataset(make_table(n, d), format="parquet")
     batches = (np.column_stack([b.column(i).to_numpy() for i in range(d)])
                for b in dataset.to_batches(batch_size=262_144))
-    sums = partial_sums(batches, -np.ones(d), np.ones(d), SmoothPCAParams().pass_spec())
+    sums = partial_sums(batches, -np.ones(d), np.ones(d), spec)
     cache.write_bytes(pickle.dumps(sums))
     return sums
 

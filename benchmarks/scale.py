@@ -71,7 +71,7 @@ def run_numpy(folder: str, n: int, d: int) -> dict:
     from dpsmooth_spark.core.basis import partial_sums
     from dpsmooth_spark.mechanisms.smooth_pca import SmoothPCAParams
 
-    degree = SmoothPCAParams().data_pass_degree()
+    degree = SmoothPCAParams().data_pass_degree(d)
     limit = min(n, NUMPY_ROWS)
 
     def batches():
@@ -150,7 +150,7 @@ def run_job(folder: str, n: int, d: int) -> dict:
     if n < 10**8:
         start = time.perf_counter()
         data_pass.exact_sums_arrow(session.get_session(), folder, config.public_bounds(),
-                                   config.mechanism.pass_spec())
+                                   config.mechanism.pass_spec(d))
         warm = n / (time.perf_counter() - start)
     return {"total_seconds": total, "stage_seconds": stages, "pass_rows_per_s": n / pass_seconds,
             "warm_pass_rows_per_s": warm,

@@ -69,7 +69,7 @@ def run_numpy(path: str, d: int) -> dict:
     from dpsmooth_spark.core.basis import partial_sums
     from dpsmooth_spark.mechanisms.smooth_pca import SmoothPCAParams
 
-    degree = SmoothPCAParams().data_pass_degree()
+    degree = SmoothPCAParams().data_pass_degree(d)
     start = time.perf_counter()
     reader = pq.ParquetFile(path)
     batches = (np.column_stack([b.column(i).to_numpy() for i in range(d)])
@@ -94,7 +94,7 @@ def run_spark(path: str, d: int, out: str) -> dict:
     total = time.perf_counter() - start
     bounds = config.public_bounds()
     spark = session.get_session()
-    spec = config.mechanism.pass_spec()
+    spec = config.mechanism.pass_spec(d)
     df = io.read_table(spark, path, "parquet", list(bounds.columns))
     timings = {}
     for reader in ("spark", "arrow", "spark", "arrow"):  # second round: warm

@@ -47,11 +47,11 @@ def exact_sums(n: int, d: int) -> Path:
     from dpsmooth_spark.core.basis import partial_sums
     from dpsmooth_spark.mechanisms.smooth_pca import SmoothPCAParams
 
-    path = BUILD / f"sums_n{n}_d{d}_g{DEGREE}.pickle"
+    spec = SmoothPCAParams(degree=DEGREE).pass_spec(d)
+    path = BUILD / f"sums_n{n}_d{d}_g{spec.degree}.pickle"
     if path.exists():
         return path
     BUILD.mkdir(parents=True, exist_ok=True)
-    spec = SmoothPCAParams(degree=DEGREE).pass_spec()
     sums = partial_sums(correlated_batches(n, d), -np.ones(d), np.ones(d), spec)
     path.write_bytes(pickle.dumps(sums))
     return path

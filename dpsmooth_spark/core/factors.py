@@ -5,14 +5,20 @@ A pair term ``T_1(x_i) T_1(x_j)`` carries a correlation ``rho`` as a signal of a
 data fill a small part of its public range (heavy tails: scaled standard deviation near 0.1)
 that signal is a hundredth of ``rho``, below the noise of most releases. A factor
 ``p_i = sum_r c_ir T_r`` with ``|p_i| <= 1`` on [-1, 1] has the same sensitivity as ``T_1``
-(every record's product stays in [-1, 1]) but may be steeper where the data are: ``-T_3`` has
-slope 3 at 0. Among such polynomials of the data pass's degree, :func:`spread_factors` picks the
-one whose covariance with ``x`` under the private marginal is largest (a small linear program),
-which is the first-order (linear) part of the signal a correlation leaves in
-``E[p_i(x_i) p_j(x_j)]``; ``T_1`` is kept where that does not gain :data:`MIN_GAIN`.
+(every record's product stays in [-1, 1]) but may be steeper where the data are. Among the
+non-decreasing such polynomials of degree ``g``, :func:`spread_factors` picks the one whose
+covariance with ``x`` under the private marginal is largest (a small linear program): the
+first-order (linear) part of the signal a correlation leaves in ``E[p_i(x_i) p_j(x_j)]``. A
+monotone factor keeps the order of the values, so its pair answer moves with the correlation
+(the copula map below is monotone) instead of with wiggles placed where the data are sparse;
+the degree sets how sharp a step it may take (on a narrow column, from -0.9 to 0.9 over about
+three quarters of the range at ``g = 3``, a third at ``g = 16``). ``T_1`` is kept where that does not gain :data:`MIN_GAIN`, and where the noise
+already resolves ``T_1``'s signal (:data:`RESOLVED`): a factor measures a rank-like relation,
+not the linear one, and buys nothing where the linear one is clear.
 
 The exact sums come from the data pass's Gram matrix (``sum T_r(x_i) T_s(x_j)`` for every
-``r, s`` up to its degree), so the data pass does not change. The data pass rounds each
+``r, s`` up to its degree, which ``SmoothPCAParams.factor_degree`` raises to the factors'), so the
+factors need no second pass. The data pass rounds each
 ``T_r`` to the fixed-point grid (``2^-16``); the factors are scaled so that the rounded
 polynomial stays within [-1, 1] too.
 """
@@ -31,6 +37,13 @@ from dpsmooth_spark.core.basis import SCALE, ExactSums, chebyshev_table, design_
 MIN_GAIN = 1.05
 """A column keeps ``T_1`` unless the spread factor's covariance with ``x`` under the private
 marginal is at least this many times ``var(x)`` (``T_1``'s)."""
+
+RESOLVED = 0.1
+"""A column keeps ``T_1`` where the normalised noise of one pair answer is at most this times its
+variance under the private marginal: its correlations with a like column are resolved to about
+0.1 already (a correlation of 0.3 at 3 noise deviations). Chosen with seeded paired releases
+(docs/benchmarks.md, stop 22): at 0.05 iris at 10 kept factors on its clustered columns and its
+correlation error rose from 0.14 to 0.23."""
 
 LP_GRID = 513
 """Points of [-1, 1] at which the linear program bounds the polynomial; the exact maximum is
@@ -58,20 +71,26 @@ def bounded(coefficients: np.ndarray) -> np.ndarray:
     return c / (polynomial_sup(c) + rounding)
 
 
-def spread_factors(probabilities: np.ndarray, degree: int, min_gain: float = MIN_GAIN) -> np.ndarray:
+def spread_factors(probabilities: np.ndarray, degree: int, min_gain: float = MIN_GAIN,
+                   noise: float | None = None, resolved: float = RESOLVED) -> np.ndarray:
     """Per column, the coefficients ``c_i0 .. c_ig`` of ``p_i = sum_r c_ir T_r`` (``(d, g + 1)``).
 
     ``probabilities`` ``(d, B)``: each column's private marginal on ``B`` equal cells of
     [-1, 1]. ``p_i`` maximises ``cov(x, p_i(x))`` under that marginal subject to
-    ``|p_i| <= 1`` on [-1, 1]; ``T_1`` where that gains less than ``min_gain`` over ``var(x)``.
-    Post-processing of the marginal only.
+    ``|p_i| <= 1`` and ``p_i' >= 0`` on [-1, 1]; ``T_1`` where that gains less than
+    ``min_gain`` over ``var(x)``, or where ``noise`` (the normalised standard deviation of one
+    pair answer; ``None``: no such test) is at most ``resolved * var(x)``. Post-processing of the marginal only.
     """
     probabilities = np.asarray(probabilities, dtype=np.float64)
     d, cells = probabilities.shape
     centres = -1.0 + (2.0 * np.arange(cells) + 1.0) / cells
     at_centres = chebyshev_table(centres, degree)  # (B, g + 1)
-    grid = chebyshev_table(np.linspace(-1.0, 1.0, LP_GRID), degree)
-    limits = np.vstack([grid, -grid])
+    points = np.linspace(-1.0, 1.0, LP_GRID)
+    grid = chebyshev_table(points, degree)
+    slopes = np.column_stack([chebyshev.chebval(points, chebyshev.chebder(unit)) if r else np.zeros(LP_GRID)
+                              for r, unit in enumerate(np.eye(degree + 1))])
+    limits = np.vstack([grid, -grid, -slopes])  # p <= 1, -p <= 1, -p' <= 0
+    rhs = np.concatenate([np.ones(2 * LP_GRID), np.zeros(LP_GRID)])
     out = np.zeros((d, degree + 1))
     out[:, 1] = 1.0
     if degree < 2:
@@ -79,11 +98,10 @@ def spread_factors(probabilities: np.ndarray, degree: int, min_gain: float = MIN
     for i, p in enumerate(probabilities):
         deviation = centres - p @ centres
         variance = float(p @ deviation**2)
-        if variance <= 0.0:
+        if variance <= 0.0 or (noise is not None and noise <= resolved * variance):
             continue
         gain = (p * deviation) @ at_centres  # cov(x, T_r(x)) for each r
-        found = linprog(-gain, A_ub=limits, b_ub=np.ones(2 * LP_GRID), bounds=[(None, None)] * (degree + 1),
-                        method="highs")
+        found = linprog(-gain, A_ub=limits, b_ub=rhs, bounds=[(None, None)] * (degree + 1), method="highs")
         if found.status != 0:
             continue
         c = bounded(found.x)

@@ -36,7 +36,7 @@ def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
     params = config.mechanism
     nullable = run.codec.null_columns
     if run.previous is None:
-        sums = run.exact_sums(replace(params.pass_spec(), null_cells=bool(nullable.any())))
+        sums = run.exact_sums(replace(params.pass_spec(run.bounds.d), null_cells=bool(nullable.any())))
         accountant = run.new_accountant()
         with run.log.stage("noise and private PCA"):
             summary = release_summary(sums, run.bounds, params, accountant, run.noise, run.rng,

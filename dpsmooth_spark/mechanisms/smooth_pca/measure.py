@@ -36,6 +36,7 @@ from dpsmooth_spark.mechanisms.smooth_pca.params import (
     choose_basis,
     first_pairs,
     missing_pairs,
+    per_function_noise,
     selectable_pairs,
 )
 from dpsmooth_spark.mechanisms.smooth_pca.summary import NoisySummary
@@ -112,7 +113,8 @@ def release_summary(
     select_share = share * params.selection_fraction if 0 < selected < missing_pairs(basis) else 0.0
     per_function = (share - select_share) / max(basis.size + selected, 1)
     if basis.size:
-        basis, factors = _split_factor_pairs(basis, summary, params, sums.degree)
+        noise_per_function = per_function_noise(1, summary.noisy_count, accountant, accountant.share(per_function))
+        basis, factors = _split_factor_pairs(basis, summary, params, sums.degree, noise_per_function)
         exact = sums.basis_sums(basis) if basis.size else np.zeros(0)
         if factors is not None:
             exact = np.concatenate([exact, factors.sums(sums)])
@@ -160,7 +162,8 @@ def _measure_selected_pairs(sums: ExactSums, summary: NoisySummary, params: Smoo
     if summary.factor_pairs is not None:
         coefficients = summary.factor_pairs.coefficients
     elif params.pair_factors == "spread" and sums.degree >= 2:
-        coefficients = spread_factors(probabilities, sums.degree)
+        coefficients = spread_factors(probabilities, sums.degree,
+                                      noise=per_function_noise(1, n, accountant, measure_budget / k))
     else:
         coefficients = np.zeros((d, 2))
         coefficients[:, 1] = 1.0
@@ -194,16 +197,17 @@ def _measure_selected_pairs(sums: ExactSums, summary: NoisySummary, params: Smoo
 
 
 def _split_factor_pairs(basis: BasisSet, summary: NoisySummary, params: SmoothPCAParams,
-                        degree: int) -> tuple[BasisSet, FactorPairs | None]:
+                        degree: int, noise: float) -> tuple[BasisSet, FactorPairs | None]:
     """With ``pair_factors: spread``, the basis less its ``T_1(x_i) T_1(x_j)`` terms, and those
     pairs on the spread factors of the noisy histograms (post-processing of the released
-    marginals; ``degree``: the data pass's)."""
+    marginals; ``degree``: the data pass's; ``noise``: the predicted normalised noise of one
+    pair answer, from public values)."""
     indices = basis.indices
     first = first_pairs(indices)
     if params.pair_factors != "spread" or not first.any() or summary.histograms is None or degree < 2:
         return basis, None
     pairs = np.array([np.flatnonzero(row) for row in indices[first]], dtype=np.int64)
-    coefficients = spread_factors(summary.marginal_probabilities(), degree)
+    coefficients = spread_factors(summary.marginal_probabilities(), degree, noise=noise)
     rest = BasisSet(basis.d, basis.degree, indices[~first])
     return rest, FactorPairs(coefficients, pairs)
 

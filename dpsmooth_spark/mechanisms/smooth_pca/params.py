@@ -82,6 +82,11 @@ class SmoothPCAParams(BaseModel):
             under 5%): the same sensitivity as ``T_1(x_i) T_1(x_j)`` and up to 3^2 times its
             signal on columns whose data fill a small part of their range; ``chebyshev``: the
             paper's ``T_1(x_i) T_1(x_j)``.
+        factor_degree: degree of the spread factors, which the data pass's Gram matrix must
+            reach (a higher one allows a sharper step where a column's data are); ``None``: the
+            highest up to 16 that keeps the Gram within :data:`FACTOR_DESIGN_COLUMNS` design
+            columns (16 up to 11 columns, 13 at 14, 6 at 31, the basis's own 3 from 48 on): its cost
+            per row grows with their square (docs/benchmarks.md).
         pair_columns: anchor columns (e.g. a label) whose first-order interaction with every
             other column is added to the basis (``T_1(x_a) T_1(x_j)``): keeps their correlations
             for d - 1 extra functions each.
@@ -126,21 +131,43 @@ class SmoothPCAParams(BaseModel):
     lp_solver: Literal["glop", "pdlp", "clp"] = "glop"
     herding_rows: int = Field(default=20_000, ge=0, le=1_000_000)
     pair_factors: Literal["spread", "chebyshev"] = "spread"
+    factor_degree: int | None = Field(default=None, ge=2, le=32)
     pair_columns: tuple[str, ...] = ()
     pair_selection: Literal["auto", "on", "off"] = "auto"
     selection_fraction: float = Field(default=0.2, gt=0, lt=1)
     selection_noise_target: float = Field(default=0.05, gt=0)
     selection_rounds: int = Field(default=1, ge=1, le=100)
 
-    def data_pass_degree(self) -> int:
-        """Chebyshev degree the data pass must compute for any basis this config may pick."""
+    def basis_degree(self) -> int:
+        """Highest Chebyshev degree of any basis this config may pick."""
         if self.degree is not None:
             return self.degree
         return max(spec[1] for spec in AUTO_BASES) if self.basis == "auto" else 2
 
-    def pass_spec(self) -> PassSpec:
-        """What the data pass computes for this mechanism: the Gram matrix and the histograms."""
-        return PassSpec(self.data_pass_degree(), histogram_cells=self.marginal_cells)
+    def data_pass_degree(self, d: int) -> int:
+        """Chebyshev degree the data pass must compute on ``d`` columns: the basis's, or the
+        spread factors' where higher."""
+        own = self.basis_degree()
+        if self.pair_factors != "spread":
+            return own
+        if self.factor_degree is not None:
+            return max(own, self.factor_degree)
+        return max(own, min(MAX_FACTOR_DEGREE, (FACTOR_DESIGN_COLUMNS - 1) // max(d, 1)))
+
+    def pass_spec(self, d: int) -> PassSpec:
+        """What the data pass computes for this mechanism on ``d`` columns: the Gram matrix and
+        the histograms."""
+        return PassSpec(self.data_pass_degree(d), histogram_cells=self.marginal_cells)
+
+
+MAX_FACTOR_DEGREE = 16
+"""Highest degree of the spread factors that ``factor_degree: null`` picks."""
+
+FACTOR_DESIGN_COLUMNS = 192
+"""Design columns ``1 + d g`` up to which ``factor_degree: null`` raises the Gram's degree for the
+spread factors: the Gram's cost per row stays about that of a 64-column table at degree 3, and
+digits (62 columns) keeps degree 3, where 4 raised its correlation error at epsilon 1 from 1.02
+to 1.11 (docs/benchmarks.md, stop 22)."""
 
 
 AUTO_BASES: tuple[tuple[str, int], ...] = (

@@ -85,7 +85,7 @@ class SmoothSynthesizer:
         """Fit on a pandas DataFrame, pyarrow Table or mapping of column arrays (in memory)."""
         domain = self.public_bounds
         data = np.column_stack([_column(table, c) for c in domain.columns])
-        sums = partial_sums([data], domain.lower, domain.upper, self.params.pass_spec())
+        sums = partial_sums([data], domain.lower, domain.upper, self.params.pass_spec(domain.d))
         return self.fit_sums(sums)
 
     def fit_sums(self, sums: ExactSums) -> SmoothSynthesizer:
