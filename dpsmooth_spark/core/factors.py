@@ -12,9 +12,10 @@ first-order (linear) part of the signal a correlation leaves in ``E[p_i(x_i) p_j
 monotone factor keeps the order of the values, so its pair answer moves with the correlation
 (the copula map below is monotone) instead of with wiggles placed where the data are sparse;
 the degree sets how sharp a step it may take (on a narrow column, from -0.9 to 0.9 over about
-three quarters of the range at ``g = 3``, a third at ``g = 16``). ``T_1`` is kept where that does not gain :data:`MIN_GAIN`, and where the noise
-already resolves ``T_1``'s signal (:data:`RESOLVED`): a factor measures a rank-like relation,
-not the linear one, and buys nothing where the linear one is clear.
+three quarters of the range at ``g = 3``, a third at ``g = 16``). ``T_1`` is kept where that does not gain :data:`MIN_GAIN`, and on a column that
+fills its range where the noise already resolves ``T_1``'s signal (:data:`RESOLVED`): a factor
+measures a rank-like relation, not the linear one, and buys nothing where the linear one is
+clear.
 
 The exact sums come from the data pass's Gram matrix (``sum T_r(x_i) T_s(x_j)`` for every
 ``r, s`` up to its degree, which ``SmoothPCAParams.factor_degree`` raises to the factors'), so the
@@ -39,11 +40,18 @@ MIN_GAIN = 1.05
 marginal is at least this many times ``var(x)`` (``T_1``'s)."""
 
 RESOLVED = 0.1
-"""A column keeps ``T_1`` where the normalised noise of one pair answer is at most this times its
-variance under the private marginal: its correlations with a like column are resolved to about
-0.1 already (a correlation of 0.3 at 3 noise deviations). Chosen with seeded paired releases
-(docs/benchmarks.md, stop 22): at 0.05 iris at 10 kept factors on its clustered columns and its
-correlation error rose from 0.14 to 0.23."""
+"""A column that fills its range (:data:`WIDE`) keeps ``T_1`` where the normalised noise of one
+pair answer is at most this times its variance under the private marginal: its correlations with
+a like column are resolved to about 0.1 already (a correlation of 0.3 at 3 noise deviations).
+Chosen with seeded paired releases (docs/mechanisms.md, stop 22): with factors on every column,
+iris at 10 (whose columns fill their ranges, in clusters) rose from 0.14 to 0.23."""
+
+WIDE = 1.0 / 9.0
+"""Variance (scaled units; a standard deviation of a third of the half-range) from which a
+column counts as filling its range for :data:`RESOLVED`. A narrower column keeps its factor
+however small the noise: its ``T_1`` answer is carried by its few far values, and the copula
+correlation read off it is fragile (skewed scales at (10, 1e-9) went from 0.12 to 0.24 with
+``T_1`` there)."""
 
 LP_GRID = 513
 """Points of [-1, 1] at which the linear program bounds the polynomial; the exact maximum is
@@ -78,8 +86,9 @@ def spread_factors(probabilities: np.ndarray, degree: int, min_gain: float = MIN
     ``probabilities`` ``(d, B)``: each column's private marginal on ``B`` equal cells of
     [-1, 1]. ``p_i`` maximises ``cov(x, p_i(x))`` under that marginal subject to
     ``|p_i| <= 1`` and ``p_i' >= 0`` on [-1, 1]; ``T_1`` where that gains less than
-    ``min_gain`` over ``var(x)``, or where ``noise`` (the normalised standard deviation of one
-    pair answer; ``None``: no such test) is at most ``resolved * var(x)``. Post-processing of the marginal only.
+    ``min_gain`` over ``var(x)``, or where ``var(x) >= WIDE`` and ``noise`` (the normalised
+    standard deviation of one pair answer; ``None``: no such test) is at most
+    ``resolved * var(x)``. Post-processing of the marginal only.
     """
     probabilities = np.asarray(probabilities, dtype=np.float64)
     d, cells = probabilities.shape
@@ -98,7 +107,7 @@ def spread_factors(probabilities: np.ndarray, degree: int, min_gain: float = MIN
     for i, p in enumerate(probabilities):
         deviation = centres - p @ centres
         variance = float(p @ deviation**2)
-        if variance <= 0.0 or (noise is not None and noise <= resolved * variance):
+        if variance <= 0.0 or (noise is not None and variance >= WIDE and noise <= resolved * variance):
             continue
         gain = (p * deviation) @ at_centres  # cov(x, T_r(x)) for each r
         found = linprog(-gain, A_ub=limits, b_ub=rhs, bounds=[(None, None)] * (degree + 1), method="highs")

@@ -10,6 +10,7 @@ from numpy.polynomial import chebyshev
 from dpsmooth_spark.core.basis import SCALE, PassSpec, partial_sums
 from dpsmooth_spark.core.factors import (
     RESOLVED,
+    WIDE,
     FactorPairs,
     bounded,
     copula_correlations,
@@ -83,18 +84,22 @@ def test_factors_never_decrease(rng, degree):
         assert np.diff(chebyshev.chebval(x, c)).min() >= -1e-6
 
 
-def test_a_column_whose_linear_term_is_resolved_keeps_t1(rng):
+def test_a_wide_column_whose_linear_term_is_resolved_keeps_t1(rng):
     """Where the noise of one pair answer is at most ``RESOLVED`` times a column's variance
-    under its marginal, the column keeps T_1; with more noise (or no noise given) the narrow
-    columns get spread factors. The variances are computed here from the cell probabilities."""
+    under its marginal, a column that fills its range (the uniform one, variance 1/3 >= ``WIDE``)
+    keeps T_1 and the narrow ones (variances 0.004-0.03, computed here from the cell
+    probabilities) keep their factors; with more noise (or no noise given) the uniform column is
+    spread too."""
     probs = marginals(rng)
     centres = -1.0 + (2.0 * np.arange(64) + 1.0) / 64
     variance = np.array([p @ (centres - p @ centres) ** 2 for p in probs])
+    assert variance[:3].max() < WIDE <= variance[3]
     t1 = np.eye(4)[1]
-    spread = lambda c: ~np.all(c == t1, axis=1)
-    assert spread(spread_factors(probs, 3))[:3].all()
-    clear = spread_factors(probs, 3, noise=0.99 * RESOLVED * variance.min())
-    assert not spread(clear).any()
+    def spread(c):
+        return ~np.all(c == t1, axis=1)
+    assert spread(spread_factors(probs, 3))[:4].all()
+    clear = spread_factors(probs, 3, noise=0.99 * RESOLVED * variance[3])
+    np.testing.assert_array_equal(spread(clear), [True, True, True, False, False])
     noisy = spread_factors(probs, 3, noise=1.01 * RESOLVED * variance.max())
     np.testing.assert_array_equal(noisy, spread_factors(probs, 3))
 
