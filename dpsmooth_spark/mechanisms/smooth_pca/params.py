@@ -77,11 +77,12 @@ class SmoothPCAParams(BaseModel):
             error of independent draws (about 1 ms a row at d = 30); larger releases (and those
             sampled on the executors) draw independently. 0 disables it.
         pair_factors: ``spread`` (the default): the first-order pair terms are measured as
-            ``p_i(x_i) p_j(x_j)``, ``p_i`` the polynomial bounded by 1 that covaries most with
-            ``x_i`` under its private marginal (``core/factors.py``; ``T_1`` where that gains
-            under 5%): the same sensitivity as ``T_1(x_i) T_1(x_j)`` and up to 3^2 times its
-            signal on columns whose data fill a small part of their range; ``chebyshev``: the
-            paper's ``T_1(x_i) T_1(x_j)``.
+            ``p_i(x_i) p_j(x_j)``, ``p_i`` the non-decreasing polynomial bounded by 1 that
+            covaries most with ``x_i`` under its private marginal (``core/factors.py``; ``T_1``
+            where that gains under 5%, or where the column fills its range and the noise already
+            resolves its linear term): the same sensitivity as ``T_1(x_i) T_1(x_j)`` and several
+            times its signal on columns whose data fill a small part of their range;
+            ``chebyshev``: the paper's ``T_1(x_i) T_1(x_j)``.
         factor_degree: degree of the spread factors, which the data pass's Gram matrix must
             reach (a higher one allows a sharper step where a column's data are); ``None``: the
             highest up to 16 that keeps the Gram within :data:`FACTOR_DESIGN_COLUMNS` design
