@@ -12,16 +12,15 @@ first-order (linear) part of the signal a correlation leaves in ``E[p_i(x_i) p_j
 monotone factor keeps the order of the values, so its pair answer moves with the correlation
 (the copula map below is monotone) instead of with wiggles placed where the data are sparse;
 the degree sets how sharp a step it may take (on a narrow column, from -0.9 to 0.9 over about
-three quarters of the range at ``g = 3``, a third at ``g = 16``). ``T_1`` is kept where that does not gain :data:`MIN_GAIN`, and on a column that
-fills its range where the noise already resolves ``T_1``'s signal (:data:`RESOLVED`): a factor
-measures a rank-like relation, not the linear one, and buys nothing where the linear one is
-clear.
+three quarters of the range at ``g = 3``, a third at ``g = 16``). ``T_1`` is kept where that
+does not gain :data:`MIN_GAIN`, and on a column that fills its range where the noise already
+resolves ``T_1``'s signal (:data:`RESOLVED`): a factor measures a rank-like relation, not the
+linear one, and buys nothing where the linear one is clear.
 
 The exact sums come from the data pass's Gram matrix (``sum T_r(x_i) T_s(x_j)`` for every
-``r, s`` up to its degree, which ``SmoothPCAParams.factor_degree`` raises to the factors'), so the
-factors need no second pass. The data pass rounds each
-``T_r`` to the fixed-point grid (``2^-16``); the factors are scaled so that the rounded
-polynomial stays within [-1, 1] too.
+``r, s`` up to its degree, which ``SmoothPCAParams.factor_degree`` raises to the factors'), so
+the factors need no second pass. The data pass rounds each ``T_r`` to the fixed-point grid
+(``2^-16``); the factors are scaled so that the rounded polynomial stays within [-1, 1] too.
 """
 
 from __future__ import annotations
@@ -80,7 +79,7 @@ def bounded(coefficients: np.ndarray) -> np.ndarray:
 
 
 def spread_factors(probabilities: np.ndarray, degree: int, min_gain: float = MIN_GAIN,
-                   noise: float | None = None, resolved: float = RESOLVED) -> np.ndarray:
+                   noise: float | None = None) -> np.ndarray:
     """Per column, the coefficients ``c_i0 .. c_ig`` of ``p_i = sum_r c_ir T_r`` (``(d, g + 1)``).
 
     ``probabilities`` ``(d, B)``: each column's private marginal on ``B`` equal cells of
@@ -88,7 +87,7 @@ def spread_factors(probabilities: np.ndarray, degree: int, min_gain: float = MIN
     ``|p_i| <= 1`` and ``p_i' >= 0`` on [-1, 1]; ``T_1`` where that gains less than
     ``min_gain`` over ``var(x)``, or where ``var(x) >= WIDE`` and ``noise`` (the normalised
     standard deviation of one pair answer; ``None``: no such test) is at most
-    ``resolved * var(x)``. Post-processing of the marginal only.
+    ``RESOLVED * var(x)``. Post-processing of the marginal only.
     """
     probabilities = np.asarray(probabilities, dtype=np.float64)
     d, cells = probabilities.shape
@@ -107,7 +106,7 @@ def spread_factors(probabilities: np.ndarray, degree: int, min_gain: float = MIN
     for i, p in enumerate(probabilities):
         deviation = centres - p @ centres
         variance = float(p @ deviation**2)
-        if variance <= 0.0 or (noise is not None and variance >= WIDE and noise <= resolved * variance):
+        if variance <= 0.0 or (noise is not None and variance >= WIDE and noise <= RESOLVED * variance):
             continue
         gain = (p * deviation) @ at_centres  # cov(x, T_r(x)) for each r
         found = linprog(-gain, A_ub=limits, b_ub=rhs, bounds=[(None, None)] * (degree + 1), method="highs")
