@@ -79,7 +79,7 @@ def bounded(coefficients: np.ndarray) -> np.ndarray:
 
 
 def spread_factors(probabilities: np.ndarray, degree: int, min_gain: float = MIN_GAIN,
-                   noise: float | None = None) -> np.ndarray:
+                   noise: float | None = None, levels: np.ndarray | None = None) -> np.ndarray:
     """Per column, the coefficients ``c_i0 .. c_ig`` of ``p_i = sum_r c_ir T_r`` (``(d, g + 1)``).
 
     ``probabilities`` ``(d, B)``: each column's private marginal on ``B`` equal cells of
@@ -87,7 +87,11 @@ def spread_factors(probabilities: np.ndarray, degree: int, min_gain: float = MIN
     ``|p_i| <= 1`` and ``p_i' >= 0`` on [-1, 1]; ``T_1`` where that gains less than
     ``min_gain`` over ``var(x)``, or where ``var(x) >= WIDE`` and ``noise`` (the normalised
     standard deviation of one pair answer; ``None``: no such test) is at most
-    ``RESOLVED * var(x)``. Post-processing of the marginal only.
+    ``RESOLVED * var(x)`` (except on the lattice columns that follow). On a column whose lattice (``levels``: points per column, 0
+    continuous; public, from the config) has ``L <= g + 1`` points, ``p_i`` is of degree
+    ``L - 1``, which is any function of the column, and need not increase: the order of a
+    categorical's levels is arbitrary, and a monotone step would merge them (a boolean keeps
+    ``T_1``). Post-processing of the marginal only.
     """
     probabilities = np.asarray(probabilities, dtype=np.float64)
     d, cells = probabilities.shape
@@ -97,24 +101,30 @@ def spread_factors(probabilities: np.ndarray, degree: int, min_gain: float = MIN
     grid = chebyshev_table(points, degree)
     slopes = np.column_stack([chebyshev.chebval(points, chebyshev.chebder(unit)) if r else np.zeros(LP_GRID)
                               for r, unit in enumerate(np.eye(degree + 1))])
-    limits = np.vstack([grid, -grid, -slopes])  # p <= 1, -p <= 1, -p' <= 0
-    rhs = np.concatenate([np.ones(2 * LP_GRID), np.zeros(LP_GRID)])
     out = np.zeros((d, degree + 1))
     out[:, 1] = 1.0
     if degree < 2:
         return out
+    points_of = np.zeros(d, dtype=np.int64) if levels is None else np.asarray(levels, dtype=np.int64)
     for i, p in enumerate(probabilities):
         deviation = centres - p @ centres
         variance = float(p @ deviation**2)
-        if variance <= 0.0 or (noise is not None and variance >= WIDE and noise <= RESOLVED * variance):
+        few = 0 < points_of[i] <= degree + 1  # a lattice column of few levels: any function of it
+        if variance <= 0.0 or (not few and noise is not None and variance >= WIDE and noise <= RESOLVED * variance):
             continue
-        gain = (p * deviation) @ at_centres  # cov(x, T_r(x)) for each r
-        found = linprog(-gain, A_ub=limits, b_ub=rhs, bounds=[(None, None)] * (degree + 1), method="highs")
+        g = int(points_of[i]) - 1 if few else degree
+        if g < 2:
+            continue
+        gain = (p * deviation) @ at_centres[:, :g + 1]  # cov(x, T_r(x)) for each r
+        limits = [grid[:, :g + 1], -grid[:, :g + 1]] + ([] if few else [-slopes])  # |p| <= 1, p' >= 0
+        rhs = np.concatenate([np.ones(2 * LP_GRID), np.zeros(LP_GRID * (len(limits) - 2))])
+        found = linprog(-gain, A_ub=np.vstack(limits), b_ub=rhs, bounds=[(None, None)] * (g + 1), method="highs")
         if found.status != 0:
             continue
         c = bounded(found.x)
         if float(gain @ c) >= min_gain * variance:
-            out[i] = c
+            out[i] = 0.0
+            out[i, :g + 1] = c
     return out
 
 

@@ -104,6 +104,19 @@ def test_a_wide_column_whose_linear_term_is_resolved_keeps_t1(rng):
     np.testing.assert_array_equal(noisy, spread_factors(probs, 3))
 
 
+def test_a_column_of_few_levels_gets_any_function_of_its_levels():
+    """A categorical of 4 levels (shares 0.4 / 0.3 / 0.2 / 0.1 on its lattice -1, -1/3, 1/3, 1)
+    gets a factor of degree 3 (any function of its levels) whatever the data pass's degree,
+    and keeps it however small the noise; a 0/1 column keeps T_1; a continuous column with the
+    same shares, which fills its range, keeps T_1 at that noise (the ``RESOLVED`` rule)."""
+    probs = np.zeros((3, 64))
+    for row in probs:
+        row[[0, 21, 42, 63]] = [0.4, 0.3, 0.2, 0.1]
+    found = spread_factors(probs, 16, noise=1e-9, levels=np.array([4, 2, 0]))
+    assert np.all(found[0, 4:] == 0.0) and not np.array_equal(found[0], np.eye(17)[1])
+    np.testing.assert_array_equal(found[1:], np.eye(17)[[1, 1]])
+
+
 def test_bounded_scales_to_the_exact_maximum():
     """``-T_3`` peaks at 1; a shifted cubic whose maximum lies between grid points is scaled by
     its exact maximum (found at its critical point), checked on a fine grid."""

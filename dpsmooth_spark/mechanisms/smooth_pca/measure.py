@@ -114,7 +114,7 @@ def release_summary(
     per_function = (share - select_share) / max(basis.size + selected, 1)
     if basis.size:
         noise_per_function = per_function_noise(1, summary.noisy_count, accountant, accountant.share(per_function))
-        basis, factors = _split_factor_pairs(basis, summary, params, sums.degree, noise_per_function)
+        basis, factors = _split_factor_pairs(basis, summary, params, sums.degree, noise_per_function, lattice)
         exact = sums.basis_sums(basis) if basis.size else np.zeros(0)
         if factors is not None:
             exact = np.concatenate([exact, factors.sums(sums)])
@@ -130,7 +130,7 @@ def release_summary(
         summary.basis_noise_std = np.concatenate([summary.basis_noise_std, np.full(basis.size, std)])
     if selected:
         _measure_selected_pairs(sums, summary, params, selected, accountant.share(select_share),
-                                accountant.share(per_function * selected), accountant, noise)
+                                accountant.share(per_function * selected), accountant, noise, lattice)
 
     if strategy == "psi":
         summary.pca = _run_psi(sums, summary, params, accountant, noise, rng,
@@ -145,7 +145,7 @@ def release_summary(
 
 def _measure_selected_pairs(sums: ExactSums, summary: NoisySummary, params: SmoothPCAParams, k: int,
                             select_budget: float, measure_budget: float, accountant: PrivacyAccountant,
-                            noise: NoiseSource) -> None:
+                            noise: NoiseSource, lattice: np.ndarray | None = None) -> None:
     """Pick ``k`` more first-order pairs in ``params.selection_rounds`` rounds and measure them
     on the summary's factors (``T_1`` without spread factors), appending them to its factor
     pairs (docs/privacy.md section 3e).
@@ -163,7 +163,8 @@ def _measure_selected_pairs(sums: ExactSums, summary: NoisySummary, params: Smoo
         coefficients = summary.factor_pairs.coefficients
     elif params.pair_factors == "spread" and sums.degree >= 2:
         coefficients = spread_factors(probabilities, sums.degree,
-                                      noise=per_function_noise(1, n, accountant, measure_budget / k))
+                                      noise=per_function_noise(1, n, accountant, measure_budget / k),
+                                      levels=lattice)
     else:
         coefficients = np.zeros((d, 2))
         coefficients[:, 1] = 1.0
@@ -197,17 +198,18 @@ def _measure_selected_pairs(sums: ExactSums, summary: NoisySummary, params: Smoo
 
 
 def _split_factor_pairs(basis: BasisSet, summary: NoisySummary, params: SmoothPCAParams,
-                        degree: int, noise: float) -> tuple[BasisSet, FactorPairs | None]:
+                        degree: int, noise: float,
+                        lattice: np.ndarray | None = None) -> tuple[BasisSet, FactorPairs | None]:
     """With ``pair_factors: spread``, the basis less its ``T_1(x_i) T_1(x_j)`` terms, and those
     pairs on the spread factors of the noisy histograms (post-processing of the released
     marginals; ``degree``: the data pass's; ``noise``: the predicted normalised noise of one
-    pair answer, from public values)."""
+    pair answer, from public values; ``lattice``: levels per column, from the config)."""
     indices = basis.indices
     first = first_pairs(indices)
     if params.pair_factors != "spread" or not first.any() or summary.histograms is None or degree < 2:
         return basis, None
     pairs = np.array([np.flatnonzero(row) for row in indices[first]], dtype=np.int64)
-    coefficients = spread_factors(summary.marginal_probabilities(), degree, noise=noise)
+    coefficients = spread_factors(summary.marginal_probabilities(), degree, noise=noise, levels=lattice)
     rest = BasisSet(basis.d, basis.degree, indices[~first])
     return rest, FactorPairs(coefficients, pairs)
 
