@@ -87,11 +87,11 @@ def spread_factors(probabilities: np.ndarray, degree: int, min_gain: float = MIN
     ``|p_i| <= 1`` and ``p_i' >= 0`` on [-1, 1]; ``T_1`` where that gains less than
     ``min_gain`` over ``var(x)``, or where ``var(x) >= WIDE`` and ``noise`` (the normalised
     standard deviation of one pair answer; ``None``: no such test) is at most
-    ``RESOLVED * var(x)`` (except on the lattice columns that follow). On a column whose lattice (``levels``: points per column, 0
+    ``RESOLVED * var(x)``. On a column whose lattice (``levels``: points per column, 0
     continuous; public, from the config) has ``L <= g + 1`` points, ``p_i`` is of degree
-    ``L - 1``, which is any function of the column, and need not increase: the order of a
-    categorical's levels is arbitrary, and a monotone step would merge them (a boolean keeps
-    ``T_1``). Post-processing of the marginal only.
+    ``L - 1``, which is any function of the column, need not increase (the order of a
+    categorical's levels is arbitrary, and a monotone step would merge them) and is kept
+    whatever the noise; a boolean keeps ``T_1``. Post-processing of the marginal only.
     """
     probabilities = np.asarray(probabilities, dtype=np.float64)
     d, cells = probabilities.shape
@@ -99,20 +99,19 @@ def spread_factors(probabilities: np.ndarray, degree: int, min_gain: float = MIN
     at_centres = chebyshev_table(centres, degree)  # (B, g + 1)
     points = np.linspace(-1.0, 1.0, LP_GRID)
     grid = chebyshev_table(points, degree)
-    slopes = np.column_stack([chebyshev.chebval(points, chebyshev.chebder(unit)) if r else np.zeros(LP_GRID)
-                              for r, unit in enumerate(np.eye(degree + 1))])
+    slopes = chebyshev.chebval(points, chebyshev.chebder(np.eye(degree + 1))).T  # T_r' on the grid
     out = np.zeros((d, degree + 1))
     out[:, 1] = 1.0
     if degree < 2:
         return out
-    points_of = np.zeros(d, dtype=np.int64) if levels is None else np.asarray(levels, dtype=np.int64)
+    lattice = np.zeros(d, dtype=np.int64) if levels is None else np.asarray(levels, dtype=np.int64)
     for i, p in enumerate(probabilities):
         deviation = centres - p @ centres
         variance = float(p @ deviation**2)
-        few = 0 < points_of[i] <= degree + 1  # a lattice column of few levels: any function of it
+        few = 0 < lattice[i] <= degree + 1  # a lattice column of few levels: any function of it
         if variance <= 0.0 or (not few and noise is not None and variance >= WIDE and noise <= RESOLVED * variance):
             continue
-        g = int(points_of[i]) - 1 if few else degree
+        g = int(lattice[i]) - 1 if few else degree
         if g < 2:
             continue
         gain = (p * deviation) @ at_centres[:, :g + 1]  # cov(x, T_r(x)) for each r
