@@ -146,6 +146,30 @@ def test_an_unfinished_dual_is_brought_back_within_every_target(rng):
     assert fit.kl <= closest_kl + 1e-9
 
 
+def test_a_dual_stopped_far_from_its_targets_goes_on_from_where_it_stopped(monkeypatch):
+    """The measurements come from 300 of 3000 points, where the closest fit starts and stays
+    (KL 2.5 to the uniform prior); the maximum-entropy fit spreads over all of them (KL 0.24).
+    A dual stopped after 10 steps misses its targets, and its way back to the closest fit lands
+    near the closest fit's KL; further rounds from where it stopped reach the converged KL."""
+    rng = np.random.default_rng(0)
+    points = rng.uniform(-1, 1, size=(3000, 3))
+    w = BasisSet.pairwise(3, 3).evaluate(points)
+    truth = np.exp(2.0 * points[:, 0] * points[:, 1])
+    truth[rng.permutation(3000)[:2700]] = 0.0
+    truth /= truth.sum()
+    b = w @ truth + 1e-4 * rng.standard_normal(w.shape[0])
+    sigma = np.full(b.size, 1e-4)
+    groups = np.arange(b.size) % 3
+    converged, closest = fit_within_noise(w, b, sigma, groups, max_iterations=5000, start=truth)
+    rounds, _ = fit_within_noise(w, b, sigma, groups, max_iterations=10, start=truth)
+    monkeypatch.setattr(maxent, "DUAL_ROUNDS", 1)
+    one, _ = fit_within_noise(w, b, sigma, groups, max_iterations=10, start=truth)
+    assert one.kl > 5 * converged.kl  # the fallback of one round sits near the closest fit
+    assert rounds.kl <= 1.01 * converged.kl
+    targets = np.maximum(np.bincount(groups), 1.05 * group_chi_square(w, closest.weights, b, sigma, groups))
+    assert np.all(group_chi_square(w, rounds.weights, b, sigma, groups) <= targets * (1 + 1e-6))
+
+
 def test_segment_back_also_stops_at_the_per_answer_bounds():
     """A fit within its group's ball (chi-square 1.69 of 2) but 1.3 sigma off on one answer comes
     back on the segment to the feasible point, to where that answer is 1 sigma off."""
