@@ -515,6 +515,8 @@ def fit_within_noise(
         projected = maxent_projection(w, b, sigma, targets, groups, log_prior, max_iterations, bounds,
                                       start_dual=projected.dual)
         steps += projected.iterations
+        if projected.iterations == 0:  # the line search cannot go on from where it stopped
+            break
         again = within_targets(projected, closest.weights, w, b, sigma, targets, groups, log_prior, bounds)
         fit = again if again.kl < fit.kl else fit
     fit = dataclasses.replace(fit, iterations=steps)
