@@ -509,8 +509,7 @@ def fit_within_noise(
     fit = within_targets(projected, closest.weights, w, b, sigma, targets, groups, log_prior, bounds)
     steps = projected.iterations
     for _ in range(DUAL_ROUNDS - 1):
-        if (projected.converged or projected.dual is None or fit.kl <= RETREAT * projected.kl + 0.01
-                or effective_support(closest.weights) >= effective_support(projected.weights)):
+        if not needs_another_round(projected, fit, closest.weights):
             break
         projected = maxent_projection(w, b, sigma, targets, groups, log_prior, max_iterations, bounds,
                                       start_dual=projected.dual)
@@ -524,6 +523,17 @@ def fit_within_noise(
         timings["closest"] = middle - clock
         timings["maxent"] = time.perf_counter() - middle
     return fit, closest
+
+
+def needs_another_round(projected: MaxEntFit, fallback: MaxEntFit, closest: np.ndarray) -> bool:
+    """Whether a dual stopped at its cap (``projected``) should go on: its way back within the
+    targets (``fallback``, by :func:`within_targets`) costs more than :data:`RETREAT` times its
+    KL plus 0.01 nats, toward a ``closest`` fit that spreads over fewer candidates than the
+    dual's weights (:func:`effective_support`)."""
+    if projected.converged or projected.dual is None:
+        return False
+    return (fallback.kl > RETREAT * projected.kl + 0.01
+            and effective_support(closest) < effective_support(projected.weights))
 
 
 def within_targets(fit: MaxEntFit, feasible: np.ndarray, w: Values, b: np.ndarray,

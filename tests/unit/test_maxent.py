@@ -170,6 +170,21 @@ def test_a_dual_stopped_far_from_its_targets_goes_on_from_where_it_stopped(monke
     assert np.all(group_chi_square(w, rounds.weights, b, sigma, groups) <= targets * (1 + 1e-6))
 
 
+def test_a_stopped_dual_goes_on_only_where_its_way_back_concentrates_the_fit():
+    """Another round where the fallback costs much more KL than the stopped dual and leads toward
+    a closest fit on fewer candidates; none where the closest fit is the more spread, where the
+    fallback costs little, or where the dual converged."""
+    spread = np.full(1000, 1e-3)
+    narrow = np.r_[np.full(10, 0.1), np.zeros(990)]
+    dual = np.zeros(3)
+    stopped = MaxEntFit(spread, 50.0, 0.3, 200, False, dual)
+    assert maxent.needs_another_round(stopped, MaxEntFit(spread, 40.0, 0.9, 200, False), narrow)
+    assert not maxent.needs_another_round(stopped, MaxEntFit(spread, 40.0, 0.9, 200, False), spread)
+    assert not maxent.needs_another_round(stopped, MaxEntFit(spread, 40.0, 0.4, 200, False), narrow)
+    converged = MaxEntFit(spread, 50.0, 0.3, 120, True, dual)
+    assert not maxent.needs_another_round(converged, MaxEntFit(spread, 40.0, 0.9, 120, False), narrow)
+
+
 def test_segment_back_also_stops_at_the_per_answer_bounds():
     """A fit within its group's ball (chi-square 1.69 of 2) but 1.3 sigma off on one answer comes
     back on the segment to the feasible point, to where that answer is 1 sigma off."""
