@@ -90,8 +90,8 @@ the closest fit, which may sit on a few hundred candidates: on digits at epsilon
 20,000 candidates) KL rose from 0.31 to 4.2 at seed 5, which kept 689 candidates (the dual's
 weights spread over 9117) and a correlation-error ratio of 1.14. With more rounds where the way
 back costs (:data:`RETREAT`) the six seeds averaged 1.002 instead of 1.035, the same as one cap
-of 1000 steps; that cap for every fit doubled the fit at R = 1785, C = 10^5
-(benchmarks/stages.json) for the same chi-square, where the rounds add nothing (5.4 s)."""
+of 1000 steps; that cap for every fit doubled the fit at R = 1785, C = 10^5 for the same
+chi-square (docs/benchmarks.md, stop 23), where the rounds do not run (5.4 s, as before)."""
 
 RETREAT = 1.5
 """The dual gets another round when the fallback's KL exceeds ``RETREAT`` times its own plus
@@ -101,10 +101,10 @@ fit's concentration, whose spurious correlations (about ``1 / sqrt(support)`` in
 release copies. On digits at epsilon 1 (seeds 0-5), after 200 steps, the releases whose ratios
 were 1.01-1.14 had KL ratios of 1.7-13; the two at 1.00 had 1.01 and 1.15. Where the closest
 fit is the more spread (the generated tables at epsilon 10: 10,000-14,000 candidates against
-the dual's 500-11,000), the way back is kept: rounds to convergence there weakened every clear
-relation (correlation-error ratio 0.08 -> 0.20 on ``correlated``, 0.09 -> 0.13 on
+the dual's 500-11,000), the way back is kept: rounds to convergence there weakened their
+relations (correlation-error ratio 0.08 -> 0.20 on ``correlated``, 0.09 -> 0.13 on
 ``skewed_scales``), the converged fit sitting on the far side of targets the candidates can
-barely reach. At WDBC at epsilon 1 the rounds run and cost correlation (0.80 -> 0.85 over
+barely reach. On WDBC at epsilon 1 the rounds run and cost correlation (0.80 -> 0.85 over
 seeds 0-1) for spread (supports of 2048 and 412 candidates -> 2592 and 1136)."""
 
 SMOOTHING = 1e-4
