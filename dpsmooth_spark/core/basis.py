@@ -237,6 +237,14 @@ class HistogramBasis:
         out[cells.T.ravel(), np.tile(np.arange(points.shape[0]), self.d)] = 1.0
         return out
 
+    def mass(self, points: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """``evaluate(points) @ weights`` without the dense ``(d * bins, C)`` array: the weight
+        that ``points`` put in each cell, ``(d * bins,)``."""
+        points = np.atleast_2d(points)
+        cells = histogram_cell(points, self.bins) + self.bins * np.arange(self.d)  # (C, d)
+        return np.bincount(cells.ravel(), weights=np.repeat(np.asarray(weights, dtype=np.float64), self.d),
+                           minlength=self.size)
+
 
 def coarsen_histograms(counts: np.ndarray, bins: int) -> np.ndarray:
     """Merge ``(d, cells)`` counts into ``bins`` equal cells (``bins`` divides ``cells``)."""

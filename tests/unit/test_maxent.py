@@ -334,6 +334,8 @@ def test_histogram_cells_coarsen_and_evaluate_consistently(rng):
     coarse = coarsen_histograms(fine, 4)
     np.testing.assert_array_equal(coarse, HistogramBasis(2, 4).evaluate(x).sum(axis=1).reshape(2, 4))
     assert coarse.sum() == 2000
+    weights = rng.uniform(0.0, 1.0, 1000)
+    np.testing.assert_allclose(HistogramBasis(2, 4).mass(x, weights), HistogramBasis(2, 4).evaluate(x) @ weights)
     with pytest.raises(ValueError, match="do not divide"):
         coarsen_histograms(fine, 3)
 

@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dpsmooth_spark.core.basis import HistogramBasis, histogram_cell
+from dpsmooth_spark.core.basis import HistogramBasis
 from dpsmooth_spark.core.function_values import FunctionValues
 from dpsmooth_spark.core.lp import solve_l1_fit
-from dpsmooth_spark.core.maxent import fit_within_noise, james_stein_tolerance
+from dpsmooth_spark.core.maxent import effective_support, fit_within_noise, james_stein_tolerance
 from dpsmooth_spark.mechanisms.smooth_pca.candidates import Candidates, make_candidates
 from dpsmooth_spark.mechanisms.smooth_pca.params import SmoothPCAParams
 from dpsmooth_spark.mechanisms.smooth_pca.summary import Measurement, NoisySummary, measurements
@@ -69,7 +69,7 @@ class SynthesisResult:
     @property
     def support_size(self) -> int:
         """Effective number of candidates carrying mass, ``1 / sum u^2``."""
-        return round(1.0 / float(np.sum(self.weights**2)))
+        return round(effective_support(self.weights))
 
 
 def fit_weights(a: FunctionValues, z: np.ndarray, sigma: np.ndarray, groups: np.ndarray,
@@ -142,10 +142,7 @@ def _keep_prior_marginals(found: list[Measurement], support: Candidates,
             drawn = support.marginals.probabilities.reshape(d, bins, -1).sum(axis=2).ravel()
             chi2 = np.bincount(m.groups, weights=((drawn - m.values) / m.std) ** 2, minlength=d)
             if lattice is not None and np.any(lattice):
-                cells = histogram_cell(support.points, bins)  # (C, d)
-                weights = support.prior_weights()
-                held = np.stack([np.bincount(cells[:, j], weights=weights, minlength=bins)
-                                 for j in range(d)]).ravel()
+                held = m.queries.mass(support.points, support.prior_weights())
                 on_levels = np.bincount(m.groups, weights=((held - m.values) / m.std) ** 2, minlength=d)
                 chi2 = np.where(np.asarray(lattice) > 0, np.maximum(chi2, on_levels), chi2)
             m = dataclasses.replace(m, tolerance=np.maximum(m.tolerance, chi2 / bins))
