@@ -32,11 +32,14 @@ from dpsmooth_spark.core.basis import (
 from dpsmooth_spark.core.factors import FactorPairs, copula_answers, spread_factors
 from dpsmooth_spark.core.subspace import SubspaceEstimate, private_subspace_iteration
 from dpsmooth_spark.mechanisms.smooth_pca.params import (
+    ANCHOR_PICK_SELECTION,
     SmoothPCAParams,
+    anchor_pair_list,
     choose_basis,
     first_pairs,
     missing_pairs,
     per_function_noise,
+    pickable_anchor_pairs,
     selectable_pairs,
 )
 from dpsmooth_spark.mechanisms.smooth_pca.summary import NoisySummary
@@ -89,7 +92,12 @@ def release_summary(
         strategy = "psi" if not all_pairs_of(basis) and not selected and d >= 2 and _psi_affordable(
             params, d, noisy_count, accountant) else "moments"
     extra = params.psi_fraction + params.directions_fraction if strategy == "psi" else 0.0
-    if basis.size == 0 and not selected:
+    # every anchor pair too noisy to measure: a few of them picked and measured instead
+    among = anchor_pair_list(d, anchors)
+    picks, pick_share = 0, rest * (1.0 - params.marginal_fraction) - extra
+    if anchors and basis.size == 0 and not selected and pick_share > 0:
+        picks = pickable_anchor_pairs(params, len(among), noisy_count, accountant, accountant.share(pick_share))
+    if basis.size == 0 and not selected and not picks:
         marginal_share, share = rest - extra, 0.0
     else:
         marginal_share, share = rest * params.marginal_fraction, rest * (1.0 - params.marginal_fraction) - extra
@@ -128,6 +136,10 @@ def release_summary(
                                  np.vstack([summary.basis.indices, basis.indices]))
         summary.noisy_sums = np.concatenate([summary.noisy_sums, noisy_sums])
         summary.basis_noise_std = np.concatenate([summary.basis_noise_std, np.full(basis.size, std)])
+    if picks:
+        _measure_selected_pairs(sums, summary, params, picks, accountant.share(share * ANCHOR_PICK_SELECTION),
+                                accountant.share(share * (1.0 - ANCHOR_PICK_SELECTION)), accountant, noise,
+                                lattice, among=among, stages=("anchor_selection", "anchor_pairs"))
     if selected:
         _measure_selected_pairs(sums, summary, params, selected, accountant.share(select_share),
                                 accountant.share(per_function * selected), accountant, noise, lattice)
@@ -145,10 +157,13 @@ def release_summary(
 
 def _measure_selected_pairs(sums: ExactSums, summary: NoisySummary, params: SmoothPCAParams, k: int,
                             select_budget: float, measure_budget: float, accountant: PrivacyAccountant,
-                            noise: NoiseSource, lattice: np.ndarray | None = None) -> None:
+                            noise: NoiseSource, lattice: np.ndarray | None = None,
+                            among: np.ndarray | None = None,
+                            stages: tuple[str, str] = ("pair_selection", "selected_pairs")) -> None:
     """Pick ``k`` more first-order pairs in ``params.selection_rounds`` rounds and measure them
     on the summary's factors (``T_1`` without spread factors), appending them to its factor
-    pairs (docs/privacy.md section 3e).
+    pairs (docs/privacy.md section 3e); only pairs of ``among`` (``(m, 2)``, ``i < j``) when
+    given, in one round (the anchor picks), charged as ``stages`` (selection, measurement).
 
     Each round scores every unmeasured pair by ``|S_ij - n~ E_ij|``: ``S_ij`` the exact sum of
     ``p_i(x_i) p_j(x_j)`` (moved by at most 1 by a record), ``E_ij`` the answer that the
@@ -172,10 +187,14 @@ def _measure_selected_pairs(sums: ExactSums, summary: NoisySummary, params: Smoo
     taken = np.zeros((d, d), dtype=bool)
     taken[measured[:, 0], measured[:, 1]] = taken[measured[:, 1], measured[:, 0]] = True
     upper = np.triu_indices(d, 1)
+    if among is not None:
+        allowed = np.zeros((d, d), dtype=bool)
+        allowed[among[:, 0], among[:, 1]] = True
+        taken |= ~allowed
     candidates = np.column_stack(upper)[~taken[upper]]
     exact = FactorPairs(coefficients, candidates).sums(sums)
     open_ = np.ones(len(candidates), dtype=bool)
-    rounds = min(params.selection_rounds, k)
+    rounds = 1 if among is not None else min(params.selection_rounds, k)
     for k_t in np.diff(np.linspace(0, k, rounds + 1).round().astype(np.int64)):
         rest = np.flatnonzero(open_)
         if k_t < rest.size:
@@ -184,12 +203,12 @@ def _measure_selected_pairs(sums: ExactSums, summary: NoisySummary, params: Smoo
             rho = np.zeros(len(rest)) if model is None else model[pairs[:, 0], pairs[:, 1]]
             expected = copula_answers(FactorPairs(coefficients, pairs), probabilities, rho)
             chosen = rest[select_top_k(np.abs(exact[rest] - n * expected), int(k_t), 1.0,
-                                       select_budget * k_t / k, accountant, noise, stage="pair_selection")]
+                                       select_budget * k_t / k, accountant, noise, stage=stages[0])]
         else:
             chosen = rest  # every remaining pair: nothing to pick
         open_[chosen] = False
         noisy, scale = release_basis_sums(exact[chosen], measure_budget * k_t / k, accountant, noise,
-                                          stage="selected_pairs")
+                                          stage=stages[1])
         previous = summary.factor_pairs.pairs if summary.factor_pairs is not None else np.zeros((0, 2), np.int64)
         summary.factor_pairs = FactorPairs(coefficients, np.vstack([previous, candidates[chosen]]))
         summary.factor_sums = np.concatenate([summary.factor_sums if summary.factor_sums is not None

@@ -20,9 +20,10 @@ class SmoothPCAParams(BaseModel):
         basis: ``marginal`` (``T_r(x_i)``), ``pairwise`` (plus ``T_r(x_i) T_s(x_j)``), ``pairs``
             (the pair terms alone) or ``auto``: the largest set in :data:`AUTO_BASES` whose
             per-function noise, predicted from the noisy count, stays below
-            ``auto_noise_target``, else the anchor pairs alone (or nothing where even they are
-            noisier than :data:`ANCHOR_NOISE_LIMIT`). The one-way marginals are
-            measured as histograms (``marginal_fraction``) whatever the basis.
+            ``auto_noise_target``, else the anchor pairs alone (where even they are noisier
+            than :data:`ANCHOR_NOISE_LIMIT`, ``anchor_picks`` of them, picked privately). The
+            one-way marginals are measured as histograms (``marginal_fraction``) whatever the
+            basis.
         degree: highest per-coordinate degree (with ``basis`` fixed); ``auto`` allows up to 3.
         candidates: number of candidate points C.
         candidate_strategy: where the private correlation that shapes the candidates comes from:
@@ -91,6 +92,15 @@ class SmoothPCAParams(BaseModel):
         pair_columns: anchor columns (e.g. a label) whose first-order interaction with every
             other column is added to the basis (``T_1(x_a) T_1(x_j)``): keeps their correlations
             for d - 1 extra functions each.
+        anchor_picks: with ``basis: auto``, where the anchor pairs are too noisy to measure
+            all of them (:data:`ANCHOR_NOISE_LIMIT`), up to this many of them are picked by
+            noisy top-k on how far each pair's exact sum lies from what independent columns
+            give, and measured, with the basis's share of the budget
+            (:data:`ANCHOR_PICK_SELECTION` of it for the picks; docs/privacy.md section 3e):
+            the anchor's clearest relation survives a low budget, where without it the
+            release holds none and a classifier trained on it points anywhere. Only as many as
+            the share measures at :data:`ANCHOR_NOISE_LIMIT` (none on a table too small for
+            one); 0: never.
         pair_selection: ``on`` (with ``basis: auto``): when the chosen basis lacks some
             first-order pairs but the budget affords more functions at
             ``selection_noise_target``, that many more pairs are picked adaptively, in
@@ -134,6 +144,7 @@ class SmoothPCAParams(BaseModel):
     pair_factors: Literal["spread", "chebyshev"] = "spread"
     factor_degree: int | None = Field(default=None, ge=2, le=32)
     pair_columns: tuple[str, ...] = ()
+    anchor_picks: int = Field(default=1, ge=0, le=64)
     pair_selection: Literal["auto", "on", "off"] = "auto"
     selection_fraction: float = Field(default=0.2, gt=0, lt=1)
     selection_noise_target: float = Field(default=0.05, gt=0)
@@ -183,6 +194,34 @@ ANCHOR_NOISE_LIMIT = 0.5
 """``auto`` measures the anchor pairs alone only when their per-function noise (normalised) is at
 most this: a quarter of the range [-1, 1] of a pair term. Noisier, they cannot tell any relation
 from none, and the budget goes to the one-way marginals instead."""
+
+
+ANCHOR_PICK_SELECTION = 0.7
+"""Share of the basis budget that picks the anchor pairs (``anchor_picks``); the rest measures
+them. With 0.5, WDBC at epsilon 0.1 picked pairs of correlation -0.01 to 0.36 with the label in
+3 of 8 seeded releases (the strongest: 0.79); 0.9 leaves too little to measure one on WDBC
+(docs/benchmarks.md, stop 25)."""
+
+
+def pickable_anchor_pairs(params: SmoothPCAParams, anchor_pairs: int, noisy_count: float,
+                          accountant: PrivacyAccountant, budget: float) -> int:
+    """How many of ``anchor_pairs`` anchor pairs ``anchor_picks`` picks and measures with
+    ``budget`` where they are too noisy to measure all: as many as keep each one's noise, with
+    :data:`ANCHOR_PICK_SELECTION` of ``budget`` taken out for the picks, at
+    :data:`ANCHOR_NOISE_LIMIT`, up to ``params.anchor_picks`` and fewer than ``anchor_pairs``
+    (public inputs only)."""
+    if params.anchor_picks <= 0 or params.basis != "auto" or anchor_pairs <= 1 or budget <= 0:
+        return 0
+    unit = per_function_noise(1, noisy_count, accountant, budget * (1.0 - ANCHOR_PICK_SELECTION))
+    ratio = ANCHOR_NOISE_LIMIT / unit
+    affordable = math.floor(ratio if accountant.pure else ratio**2)
+    return int(np.clip(affordable, 0, min(params.anchor_picks, anchor_pairs - 1)))
+
+
+def anchor_pair_list(d: int, anchors: tuple[int, ...]) -> np.ndarray:
+    """``(m, 2)``: every pair ``(i, j)``, ``i < j``, of an anchor column with another column."""
+    pairs = {(min(a, j), max(a, j)) for a in anchors for j in range(d) if j != a}
+    return np.array(sorted(pairs), dtype=np.int64).reshape(-1, 2)
 
 
 def build_basis(kind: str, d: int, degree: int) -> BasisSet:
