@@ -193,7 +193,8 @@ none is affordable)."""
 ANCHOR_NOISE_LIMIT = 0.5
 """``auto`` measures the anchor pairs alone only when their per-function noise (normalised) is at
 most this: a quarter of the range [-1, 1] of a pair term. Noisier, they cannot tell any relation
-from none, and the budget goes to the one-way marginals instead."""
+from none: the budget goes to the one-way marginals instead, less what ``anchor_picks`` spends on
+the clearest few (:func:`pickable_anchor_pairs`)."""
 
 
 ANCHOR_PICK_SELECTION = 0.7
