@@ -34,7 +34,6 @@ from dpsmooth_spark.core.subspace import SubspaceEstimate, private_subspace_iter
 from dpsmooth_spark.mechanisms.smooth_pca.params import (
     ANCHOR_PICK_SELECTION,
     SmoothPCAParams,
-    anchor_pair_list,
     choose_basis,
     first_pairs,
     missing_pairs,
@@ -92,15 +91,15 @@ def release_summary(
         strategy = "psi" if not all_pairs_of(basis) and not selected and d >= 2 and _psi_affordable(
             params, d, noisy_count, accountant) else "moments"
     extra = params.psi_fraction + params.directions_fraction if strategy == "psi" else 0.0
-    # every anchor pair too noisy to measure: a few of them picked and measured instead
-    among = anchor_pair_list(d, anchors)
-    picks, pick_share = 0, rest * (1.0 - params.marginal_fraction) - extra
-    if anchors and basis.size == 0 and not selected and pick_share > 0:
-        picks = pickable_anchor_pairs(params, len(among), noisy_count, accountant, accountant.share(pick_share))
+    basis_share = rest * (1.0 - params.marginal_fraction) - extra
+    picks = 0  # every anchor pair too noisy to measure: a few of them picked and measured instead
+    if anchors and basis.size == 0 and not selected and basis_share > 0:
+        anchor_pairs = BasisSet(d, 1, np.zeros((0, d), dtype=np.int64)).with_anchor_pairs(anchors).size
+        picks = pickable_anchor_pairs(params, anchor_pairs, noisy_count, accountant, accountant.share(basis_share))
     if basis.size == 0 and not selected and not picks:
         marginal_share, share = rest - extra, 0.0
     else:
-        marginal_share, share = rest * params.marginal_fraction, rest * (1.0 - params.marginal_fraction) - extra
+        marginal_share, share = rest * params.marginal_fraction, basis_share
     if share < 0 or marginal_share <= 0:
         raise ValueError("count, PSI and direction fractions leave no budget for the histograms "
                          "and basis sums")
@@ -139,7 +138,7 @@ def release_summary(
     if picks:
         _measure_selected_pairs(sums, summary, params, picks, accountant.share(share * ANCHOR_PICK_SELECTION),
                                 accountant.share(share * (1.0 - ANCHOR_PICK_SELECTION)), accountant, noise,
-                                lattice, among=among, stages=("anchor_selection", "anchor_pairs"))
+                                lattice, among=anchors, stages=("anchor_selection", "anchor_pairs"))
     if selected:
         _measure_selected_pairs(sums, summary, params, selected, accountant.share(select_share),
                                 accountant.share(per_function * selected), accountant, noise, lattice)
@@ -158,11 +157,11 @@ def release_summary(
 def _measure_selected_pairs(sums: ExactSums, summary: NoisySummary, params: SmoothPCAParams, k: int,
                             select_budget: float, measure_budget: float, accountant: PrivacyAccountant,
                             noise: NoiseSource, lattice: np.ndarray | None = None,
-                            among: np.ndarray | None = None,
+                            among: tuple[int, ...] | None = None,
                             stages: tuple[str, str] = ("pair_selection", "selected_pairs")) -> None:
     """Pick ``k`` more first-order pairs in ``params.selection_rounds`` rounds and measure them
     on the summary's factors (``T_1`` without spread factors), appending them to its factor
-    pairs (docs/privacy.md section 3e); only pairs of ``among`` (``(m, 2)``, ``i < j``) when
+    pairs (docs/privacy.md section 3e); only pairs with one of the columns ``among`` when
     given, in one round (the anchor picks), charged as ``stages`` (selection, measurement).
 
     Each round scores every unmeasured pair by ``|S_ij - n~ E_ij|``: ``S_ij`` the exact sum of
@@ -188,9 +187,8 @@ def _measure_selected_pairs(sums: ExactSums, summary: NoisySummary, params: Smoo
     taken[measured[:, 0], measured[:, 1]] = taken[measured[:, 1], measured[:, 0]] = True
     upper = np.triu_indices(d, 1)
     if among is not None:
-        allowed = np.zeros((d, d), dtype=bool)
-        allowed[among[:, 0], among[:, 1]] = True
-        taken |= ~allowed
+        touches = np.isin(np.arange(d), among)
+        taken |= ~(touches[:, None] | touches[None, :])
     candidates = np.column_stack(upper)[~taken[upper]]
     exact = FactorPairs(coefficients, candidates).sums(sums)
     open_ = np.ones(len(candidates), dtype=bool)

@@ -213,16 +213,9 @@ def pickable_anchor_pairs(params: SmoothPCAParams, anchor_pairs: int, noisy_coun
     (public inputs only)."""
     if params.anchor_picks <= 0 or params.basis != "auto" or anchor_pairs <= 1 or budget <= 0:
         return 0
-    unit = per_function_noise(1, noisy_count, accountant, budget * (1.0 - ANCHOR_PICK_SELECTION))
-    ratio = ANCHOR_NOISE_LIMIT / unit
-    affordable = math.floor(ratio if accountant.pure else ratio**2)
+    affordable = affordable_functions(ANCHOR_NOISE_LIMIT, noisy_count, accountant,
+                                      budget * (1.0 - ANCHOR_PICK_SELECTION))
     return int(np.clip(affordable, 0, min(params.anchor_picks, anchor_pairs - 1)))
-
-
-def anchor_pair_list(d: int, anchors: tuple[int, ...]) -> np.ndarray:
-    """``(m, 2)``: every pair ``(i, j)``, ``i < j``, of an anchor column with another column."""
-    pairs = {(min(a, j), max(a, j)) for a in anchors for j in range(d) if j != a}
-    return np.array(sorted(pairs), dtype=np.int64).reshape(-1, 2)
 
 
 def build_basis(kind: str, d: int, degree: int) -> BasisSet:
@@ -265,12 +258,17 @@ def selectable_pairs(params: SmoothPCAParams, basis: BasisSet, noisy_count: floa
     wanted = params.pair_selection == "on" or (params.pair_selection == "auto" and not accountant.pure)
     if not wanted or params.basis != "auto" or missing <= 0 or budget <= 0:
         return 0
-    measure = budget * (1.0 - params.selection_fraction)
-    unit = per_function_noise(1, noisy_count, accountant, measure)
-    # noise grows like R (pure) or sqrt(R) (zCDP): the largest R at the target
-    ratio = params.selection_noise_target / unit
-    affordable = math.floor(ratio if accountant.pure else ratio**2)
+    affordable = affordable_functions(params.selection_noise_target, noisy_count, accountant,
+                                      budget * (1.0 - params.selection_fraction))
     return int(np.clip(affordable - basis.size, 0, missing))
+
+
+def affordable_functions(noise_target: float, noisy_count: float, accountant: PrivacyAccountant,
+                         budget: float) -> int:
+    """The most functions that ``budget`` measures with each one's normalised noise at most
+    ``noise_target``: the noise grows like their number (pure) or its square root (zCDP)."""
+    ratio = noise_target / per_function_noise(1, noisy_count, accountant, budget)
+    return math.floor(ratio if accountant.pure else ratio**2)
 
 
 def choose_basis(
