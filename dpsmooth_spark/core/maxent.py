@@ -270,6 +270,69 @@ def maxent_projection(
     return MaxEntFit(u, chi_square(w, u, b, sigma), kl, int(res.nit), bool(res.success), res.x)
 
 
+MATCH_RIDGE = 1e-3
+"""Ridge of :func:`match_correlation`'s dual: keeps it bounded where the support cannot reach the
+target; the weights then miss each target by about ``MATCH_RIDGE`` times its dual variable."""
+
+
+def weighted_correlation(points: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """``(d, d)`` correlation of the columns of ``points`` under ``weights`` (1 on the diagonal;
+    0 off it for a column of zero variance)."""
+    u = np.asarray(weights, dtype=np.float64) / float(np.sum(weights))
+    centred = np.asarray(points, dtype=np.float64) - u @ points
+    cov = centred.T @ (centred * u[:, None])
+    sd = np.sqrt(np.diag(cov))
+    live = sd > 0
+    corr = np.eye(cov.shape[0])
+    corr[np.ix_(live, live)] = cov[np.ix_(live, live)] / np.outer(sd[live], sd[live])
+    return corr
+
+
+def match_correlation(points: np.ndarray, weights: np.ndarray, target: np.ndarray,
+                      ridge: float = MATCH_RIDGE, max_iterations: int = 500) -> np.ndarray:
+    """The weights closest in KL to ``weights`` under which the columns of ``points`` keep their
+    weighted means and variances and have the correlation ``target`` (``(d, d)``; columns of
+    zero variance are left out).
+
+    They are ``u exp(a.z + b.z^2 + z^T L z) / Z`` for the points standardised under ``u``
+    (``z``), an exponential family whose dual, ``log Z - a.0 - b.1 - <L, target>``, L-BFGS
+    (SciPy) minimises with the ridge ``ridge / 2 ||theta||^2``, which keeps it bounded where
+    the support cannot reach ``target`` (the weights then stop at about ``ridge`` times the dual
+    variable from it). Each step costs ``O(C d^2)``; nothing of size ``C x d^2`` is held.
+    """
+    u = np.asarray(weights, dtype=np.float64) / float(np.sum(weights))
+    x = np.asarray(points, dtype=np.float64)
+    mean = u @ x
+    sd = np.sqrt(u @ (x - mean) ** 2)
+    live = np.flatnonzero(sd > 0)
+    if live.size < 2:
+        return u
+    z = (x[:, live] - mean[live]) / sd[live]
+    d = live.size
+    upper = np.triu_indices(d, 1)
+    want = np.asarray(target, dtype=np.float64)[np.ix_(live, live)][upper]
+    log_u = np.log(np.maximum(u, 1e-300))
+
+    def tilted(theta: np.ndarray) -> tuple[np.ndarray, float]:
+        quadratic = np.zeros((d, d))
+        quadratic[upper] = theta[2 * d:]
+        exponent = log_u + z @ theta[:d] + (z**2) @ theta[d:2 * d] + np.einsum("ci,ij,cj->c", z, quadratic, z,
+                                                                                optimize=True)
+        log_z = float(logsumexp(exponent))
+        return np.exp(exponent - log_z), log_z
+
+    def dual(theta: np.ndarray) -> tuple[float, np.ndarray]:
+        v, log_z = tilted(theta)
+        second = (z * v[:, None]).T @ z
+        gradient = np.concatenate([v @ z, np.diag(second) - 1.0, second[upper] - want])
+        value = log_z - theta[d:2 * d].sum() - theta[2 * d:] @ want
+        return value + 0.5 * ridge * theta @ theta, gradient + ridge * theta
+
+    res = minimize(dual, np.zeros(2 * d + want.size), jac=True, method="L-BFGS-B",
+                   options={"maxiter": max_iterations, "gtol": 1e-8})
+    return tilted(res.x)[0]
+
+
 def effective_support(u: np.ndarray) -> float:
     """``1 / sum u^2``: how many support points a distribution spreads over."""
     return 1.0 / float(np.sum(np.square(u)))

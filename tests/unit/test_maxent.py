@@ -29,8 +29,10 @@ from dpsmooth_spark.core.maxent import (
     fit_within_noise,
     group_chi_square,
     james_stein_tolerance,
+    match_correlation,
     maxent_projection,
     project_to_simplex,
+    weighted_correlation,
     within_targets,
 )
 from dpsmooth_spark.core.sampling import herded_indices, reflect_into_cube, sample_records
@@ -255,6 +257,45 @@ def test_projection_sums_match_direct_evaluation(rng):
     basis = ProjectionBasis.from_vectors(rng.standard_normal((4, 2)))
     np.testing.assert_allclose(basis.sums(500, x.T @ x), basis.evaluate(x).sum(axis=1))
     assert np.abs(basis.evaluate(np.sign(rng.standard_normal((100, 4))))).max() <= 1.0 + 1e-12
+
+
+def test_matched_weights_hold_the_target_correlation_and_keep_means_and_variances(rng):
+    """Skewed independent columns under uneven weights hold sample correlations of order
+    ``1 / sqrt(C)``; matched to a target that keeps one real relation (0.6) and zeroes the rest,
+    the weights reach it to 1e-4 (np.cov with those weights) while every mean and variance stays
+    within 1e-5 and the move costs a KL of order ``pairs / C``."""
+    c, d = 20_000, 8
+    x = rng.uniform(-1, 1, (c, d)) ** 3
+    x[:, 1] = 0.6 * x[:, 0] + 0.8 * rng.uniform(-1, 1, c) ** 3  # correlation 0.6
+    u = rng.dirichlet(np.full(c, 5.0))
+    before = np.cov(x.T, aweights=u)
+    corr = before / np.sqrt(np.outer(np.diag(before), np.diag(before)))
+    upper = np.triu_indices(d, 1)
+    assert np.abs(corr[upper]).max() > 0.5 and np.sort(np.abs(corr[upper]))[-2] > 5e-3
+    target = np.eye(d)
+    target[0, 1] = target[1, 0] = corr[0, 1]
+    v = match_correlation(x, u, target)
+    assert np.all(v >= 0) and abs(v.sum() - 1.0) < 1e-12
+    after = np.cov(x.T, aweights=v)
+    np.testing.assert_allclose(after / np.sqrt(np.outer(np.diag(after), np.diag(after))), target, atol=1e-4)
+    np.testing.assert_allclose(v @ x, u @ x, atol=1e-5)
+    np.testing.assert_allclose(np.diag(after), np.diag(before), atol=1e-5)
+    assert float(v @ np.log(v / u)) < 2 * len(upper[0]) / c
+    np.testing.assert_allclose(weighted_correlation(x, v), after / np.sqrt(np.outer(np.diag(after), np.diag(after))),
+                               atol=1e-12)
+
+
+def test_a_target_the_support_cannot_reach_leaves_finite_weights(rng):
+    """No distribution has correlations 0.9, 0.9 and -0.9 among three columns (the target is
+    not positive semi-definite): the ridge keeps the dual bounded, so the weights stay a
+    distribution, and each pair moves toward its target."""
+    x = rng.uniform(-1, 1, (5000, 3))
+    u = np.full(5000, 1 / 5000)
+    target = np.array([[1.0, 0.9, -0.9], [0.9, 1.0, 0.9], [-0.9, 0.9, 1.0]])
+    v = match_correlation(x, u, target)
+    assert np.all(np.isfinite(v)) and np.all(v >= 0) and abs(v.sum() - 1.0) < 1e-9
+    moved = weighted_correlation(x, v)[np.triu_indices(3, 1)]
+    assert np.all(np.sign(moved) == np.sign(target[np.triu_indices(3, 1)])), moved
 
 
 def test_reflection_never_leaves_the_cube_and_puts_no_mass_on_bounds(rng):

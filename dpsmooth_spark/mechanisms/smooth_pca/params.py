@@ -77,6 +77,11 @@ class SmoothPCAParams(BaseModel):
             correlations follow the fitted distribution instead of adding the ``1 / sqrt(rows)``
             error of independent draws (about 1 ms a row at d = 30); larger releases (and those
             sampled on the executors) draw independently. 0 disables it.
+        unrelated_independent: the fitted weights give zero correlation to every two columns
+            that no measurement relates (``NoisySummary.related_columns``), keeping each
+            column's mean and variance and the related columns' correlations
+            (``core.maxent.match_correlation``): the candidates' own sampling correlation, of
+            order ``1 / sqrt(C)``, is not released as structure. ``false``: the fit's weights.
         pair_factors: ``spread`` (the default): the first-order pair terms are measured as
             ``p_i(x_i) p_j(x_j)``, ``p_i`` the non-decreasing polynomial bounded by 1 that
             covaries most with ``x_i`` under its private marginal (``core/factors.py``; ``T_1``
@@ -141,6 +146,7 @@ class SmoothPCAParams(BaseModel):
     max_functions: int | None = Field(default=None, ge=1)
     lp_solver: Literal["glop", "pdlp", "clp"] = "glop"
     herding_rows: int = Field(default=20_000, ge=0, le=1_000_000)
+    unrelated_independent: bool = True
     pair_factors: Literal["spread", "chebyshev"] = "spread"
     factor_degree: int | None = Field(default=None, ge=2, le=32)
     pair_columns: tuple[str, ...] = ()
