@@ -311,7 +311,8 @@ def match_correlation(points: np.ndarray, weights: np.ndarray, target: np.ndarra
     d = live.size
     upper = np.triu_indices(d, 1)
     want = np.asarray(target, dtype=np.float64)[np.ix_(live, live)][upper]
-    log_u = np.log(np.maximum(u, 1e-300))
+    with np.errstate(divide="ignore"):
+        log_u = np.log(u)  # a point without weight keeps none
 
     def tilted(theta: np.ndarray) -> tuple[np.ndarray, float]:
         quadratic = np.zeros((d, d))
