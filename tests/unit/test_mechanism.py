@@ -552,6 +552,18 @@ def test_a_match_the_candidates_cannot_reach_keeps_the_fits_weights(monkeypatch)
     np.testing.assert_array_equal(after, before)
 
 
+def test_more_pairs_than_the_candidates_carry_keep_the_fits_weights():
+    """30 unrelated columns have 435 pairs; on 1000 candidates (more than a quarter of a pair
+    each) the match is skipped, on 2000 it runs."""
+    rng = np.random.default_rng(5)
+    table = {f"c{i}": rng.beta(2, 5, 1000) for i in range(30)}
+    bounds = {c: (0.0, 1.0) for c in table}
+    for candidates, skipped in ((1000, True), (2000, False)):
+        runs = [SmoothSynthesizer(0.2, bounds, params=SmoothPCAParams(candidates=candidates, unrelated_independent=flag),
+                                  random_state=0).fit(table).result_.weights for flag in (True, False)]
+        assert np.array_equal(*runs) == skipped, candidates
+
+
 def test_summary_with_factor_pairs_round_trips_to_the_same_fit(rng):
     """A release with pairs on spread factors persists them (coefficients, pairs, noisy sums,
     noise): the reloaded summary (a retry's) gives the same measurements and, with the same
