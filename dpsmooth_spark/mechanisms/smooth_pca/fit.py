@@ -170,17 +170,18 @@ def _answer_bounds(found: list[Measurement], a: FunctionValues, z: np.ndarray, s
 
 
 MATCH_KL_LIMIT = 10.0
-"""Largest KL (nats) per zeroed pair per ``1 / ESS`` that :func:`independent_where_unrelated`
-may move the weights. Removing the candidates' sampling correlation costs about
-``pairs / (2 ESS)`` (digits at epsilon 0.1: 0.054 for 1,890 pairs at an ESS of 18,809); a move
-20x that means the candidates cannot reach the target, and the fit's weights stay."""
+""":func:`independent_where_unrelated` may move the weights by at most ``MATCH_KL_LIMIT * pairs
+/ ESS`` nats (``pairs``: the unrelated ones; ``ESS = 1 / sum u^2``). Removing the candidates'
+chance correlation costs about ``pairs / (2 ESS)`` (digits at epsilon 0.1: 0.054 for 1,890
+pairs at an ESS of 18,809); a move 20x that means the candidates cannot reach the target, and
+the fit's weights stay."""
 
 
 MATCH_PAIRS_PER_CANDIDATE = 0.25
-"""Most column pairs per candidate that :func:`independent_where_unrelated` matches: with as many
-pairs as candidates the dual is ill-conditioned (d = 200, C = 20,000: 19,900 pairs, 93 s, and the
-largest correlation still 0.015), and each pair's chance correlation is small beside the
-others' (d = 100: 4,950 pairs, 1.1 s). Beyond it the fit's weights stay."""
+""":func:`independent_where_unrelated` matches at most this many column pairs per candidate:
+with about as many pairs as candidates the dual is ill-conditioned (d = 200 on C = 20,000:
+19,900 pairs, 93 s, the largest correlation still 0.015), while d = 100 (4,950 pairs) takes
+1.1 s. Beyond it the fit's weights stay."""
 
 
 def independent_where_unrelated(summary: NoisySummary, points: np.ndarray, weights: np.ndarray) -> np.ndarray:
