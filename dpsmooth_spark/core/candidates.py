@@ -126,6 +126,14 @@ def correlation_from_covariance(cov: np.ndarray, floor: float = 1e-9) -> np.ndar
     return np.clip(corr, -1.0, 1.0)
 
 
+def weighted_correlation(points: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """``(d, d)`` correlation of the columns of ``points`` under ``weights``
+    (:func:`correlation_from_covariance`: 0 off the diagonal for a column of zero variance)."""
+    u = np.asarray(weights, dtype=np.float64) / float(np.sum(weights))
+    centred = np.asarray(points, dtype=np.float64) - u @ points
+    return correlation_from_covariance(centred.T @ (centred * u[:, None]))
+
+
 def marginal_candidates(
     marginals: GridMarginals,
     count: int,

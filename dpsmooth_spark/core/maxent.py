@@ -275,19 +275,6 @@ MATCH_RIDGE = 1e-3
 target; the weights then miss each target by about ``MATCH_RIDGE`` times its dual variable."""
 
 
-def weighted_correlation(points: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """``(d, d)`` correlation of the columns of ``points`` under ``weights`` (1 on the diagonal;
-    0 off it for a column of zero variance)."""
-    u = np.asarray(weights, dtype=np.float64) / float(np.sum(weights))
-    centred = np.asarray(points, dtype=np.float64) - u @ points
-    cov = centred.T @ (centred * u[:, None])
-    sd = np.sqrt(np.diag(cov))
-    live = sd > 0
-    corr = np.eye(cov.shape[0])
-    corr[np.ix_(live, live)] = cov[np.ix_(live, live)] / np.outer(sd[live], sd[live])
-    return corr
-
-
 def match_correlation(points: np.ndarray, weights: np.ndarray, target: np.ndarray,
                       ridge: float = MATCH_RIDGE, max_iterations: int = 500) -> np.ndarray:
     """The weights closest in KL to ``weights`` under which the columns of ``points`` keep their
@@ -332,6 +319,12 @@ def match_correlation(points: np.ndarray, weights: np.ndarray, target: np.ndarra
     res = minimize(dual, np.zeros(2 * d + want.size), jac=True, method="L-BFGS-B",
                    options={"maxiter": max_iterations, "gtol": 1e-8})
     return tilted(res.x)[0]
+
+
+def kl_divergence(u: np.ndarray, v: np.ndarray) -> float:
+    """``KL(u || v)`` in nats over the support of ``u`` (both distributions on the same points)."""
+    held = u > 0
+    return float(np.sum(u[held] * np.log(u[held] / v[held])))
 
 
 def effective_support(u: np.ndarray) -> float:

@@ -19,6 +19,7 @@ from dpsmooth_spark.core.candidates import (
     GridMarginals,
     gaussian_copula_log_density,
     marginal_candidates,
+    weighted_correlation,
 )
 from dpsmooth_spark.core.function_values import FunctionValues
 from dpsmooth_spark.core.lp import solve_l1_fit
@@ -32,7 +33,6 @@ from dpsmooth_spark.core.maxent import (
     match_correlation,
     maxent_projection,
     project_to_simplex,
-    weighted_correlation,
     within_targets,
 )
 from dpsmooth_spark.core.sampling import herded_indices, reflect_into_cube, sample_records

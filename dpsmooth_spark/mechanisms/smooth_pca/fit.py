@@ -24,14 +24,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dpsmooth_spark.core.basis import HistogramBasis
+from dpsmooth_spark.core.candidates import weighted_correlation
 from dpsmooth_spark.core.function_values import FunctionValues
 from dpsmooth_spark.core.lp import solve_l1_fit
 from dpsmooth_spark.core.maxent import (
     effective_support,
     fit_within_noise,
     james_stein_tolerance,
+    kl_divergence,
     match_correlation,
-    weighted_correlation,
 )
 from dpsmooth_spark.mechanisms.smooth_pca.candidates import Candidates, make_candidates
 from dpsmooth_spark.mechanisms.smooth_pca.params import SmoothPCAParams
@@ -99,10 +100,7 @@ def fit_weights(a: FunctionValues, z: np.ndarray, sigma: np.ndarray, groups: np.
     # stops ABNORMAL.
     scale = float(np.exp(np.mean(np.log(sigma))))
     lp = solve_l1_fit(a.dense().astype(np.float64) * scale, z * scale, solver=params.lp_solver)
-    prior = support.prior_weights()
-    positive = lp.weights > 0
-    kl = float(np.sum(lp.weights[positive] * np.log(lp.weights[positive] / prior[positive])))
-    return lp.weights, lp.weights, kl
+    return lp.weights, lp.weights, kl_divergence(lp.weights, support.prior_weights())
 
 
 def noise_scaled_values(found: list[Measurement], points: np.ndarray) -> FunctionValues:
@@ -201,8 +199,7 @@ def independent_where_unrelated(summary: NoisySummary, points: np.ndarray, weigh
         return weights
     u = weights / weights.sum()
     matched = match_correlation(points, u, np.where(unrelated, 0.0, weighted_correlation(points, u)))
-    held = matched > 0
-    moved = float(np.sum(matched[held] * np.log(matched[held] / u[held])))
+    moved = kl_divergence(matched, u)
     if not np.isfinite(moved) or moved > MATCH_KL_LIMIT * unrelated.sum() / 2 / effective_support(u):
         return weights
     return matched
@@ -243,8 +240,7 @@ def fit_from_summary(summary: NoisySummary, params: SmoothPCAParams, rng: np.ran
         start = time.perf_counter()
         fitted, weights = weights, independent_where_unrelated(summary, support.points, weights)
         if weights is not fitted:
-            prior, held = support.prior_weights(), weights > 0
-            kl = float(np.sum(weights[held] * np.log(weights[held] / prior[held])))
+            kl = kl_divergence(weights, support.prior_weights())
         timings["independence"] = time.perf_counter() - start
     timings.update({f"fit.{name}": seconds for name, seconds in steps.items()})
 
