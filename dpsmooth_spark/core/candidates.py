@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.optimize import brentq
 from scipy.special import ndtr, ndtri
 
 from dpsmooth_spark.core.maxent import project_to_simplex
@@ -116,6 +117,55 @@ def largest_shrinkage_factor(k: int, std: np.ndarray | float) -> float:
     spread = 1.0 - 1.0 / k
     noise = float(np.sum(np.broadcast_to(np.asarray(std, dtype=float), (k,)) ** 2))
     return spread / (spread + noise) if spread + noise > 0 else 1.0
+
+
+def mean_from_pairs(prior_mean: float, prior_var: float, answers: np.ndarray, partner_means: np.ndarray,
+                    noise_var: float, rounds: int = 3) -> tuple[float, float]:
+    """A column's mean ``m = E[p(x)]`` from an estimate of it (``prior_mean``, variance
+    ``prior_var``) and the answers ``a_i = E[p(x) q_i(y_i)]`` of its pair terms, whose partners
+    have means ``e_i = E[q_i(y_i)]`` (``partner_means``; answers with noise variance
+    ``noise_var``): ``(m, the variance of the pairs' estimate of m alone)``.
+
+    Where ``x`` is unrelated to ``y_i``, ``a_i = m e_i``; a relation adds ``delta_i``. Taking
+    the relations as random effects uncorrelated with the partners' means,
+    ``a_i = m e_i + mu + delta_i + noise``: ``mu`` their mean, ``tau^2`` their variance,
+    estimated by moments from the residuals (as DerSimonian and Laird do), and ``m`` by
+    generalised least squares with ``prior_mean`` as one more observation of it. Only the spread
+    of the partners' means tells ``m`` from ``mu``: the pairs' variance is
+    ``(noise_var + tau^2) / sum (e_i - mean e)^2``."""
+    a = np.asarray(answers, dtype=np.float64)
+    e = np.asarray(partner_means, dtype=np.float64)
+    tau2 = 0.0
+    m = float(prior_mean)
+    for _ in range(rounds):
+        w = 1.0 / (noise_var + tau2)
+        normal = np.array([[1.0 / prior_var + w * e @ e, w * e.sum()], [w * e.sum(), w * e.size]])
+        rhs = np.array([prior_mean / prior_var + w * e @ a, w * a.sum()])
+        m, mu = np.linalg.solve(normal, rhs)
+        tau2 = max(0.0, float(np.mean((a - m * e - mu) ** 2)) - noise_var)
+    spread = float(np.sum((e - e.mean()) ** 2))
+    return float(m), (noise_var + tau2) / spread if spread > 0 else np.inf
+
+
+def tilt_to_mean(probabilities: np.ndarray, values: np.ndarray, target: float) -> np.ndarray:
+    """The distribution closest in KL to ``probabilities`` under which ``values`` has mean
+    ``target`` (the exponential tilt ``p exp(t v)``); ``target`` is kept strictly inside the
+    range of ``values`` where ``probabilities`` is positive."""
+    p = np.asarray(probabilities, dtype=np.float64)
+    v = np.asarray(values, dtype=np.float64)
+    live = p > 0
+    low, high = float(v[live].min()), float(v[live].max())
+    if high - low <= 0:
+        return p / p.sum()
+    target = float(np.clip(target, low + 1e-6 * (high - low), high - 1e-6 * (high - low)))
+
+    def tilted(t: float) -> np.ndarray:
+        q = p * np.exp(t * (v - (high if t > 0 else low)))  # exponent <= 0: no overflow
+        return q / q.sum()
+
+    scale = 1.0 / (high - low)
+    t = brentq(lambda t: tilted(t) @ v - target, -1e5 * scale, 1e5 * scale)
+    return tilted(t)
 
 
 def correlation_from_covariance(cov: np.ndarray, floor: float = 1e-9) -> np.ndarray:

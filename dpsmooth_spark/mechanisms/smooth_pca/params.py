@@ -82,6 +82,12 @@ class SmoothPCAParams(BaseModel):
             column's mean and variance and the related columns' correlations
             (``core.maxent.match_correlation``): the candidates' own sampling correlation, of
             order ``1 / sqrt(C)``, is not released as structure. ``false``: the fit's weights.
+        hub_means: a column in many pairs on spread factors (an anchor) gets, in the
+            candidates' prior, the mean of its factor that its pair answers imply together with
+            its histogram, where they know it far better than the histogram alone
+            (:func:`.candidates.hub_marginals`): a label's mean read off one of ``d`` noisy
+            histograms would otherwise make the fit invent relations to explain every pair
+            answer. ``false``: the histogram's.
         pair_factors: ``spread`` (the default): the first-order pair terms are measured as
             ``p_i(x_i) p_j(x_j)``, ``p_i`` the non-decreasing polynomial bounded by 1 that
             covaries most with ``x_i`` under its private marginal (``core/factors.py``; ``T_1``
@@ -147,6 +153,7 @@ class SmoothPCAParams(BaseModel):
     lp_solver: Literal["glop", "pdlp", "clp"] = "glop"
     herding_rows: int = Field(default=20_000, ge=0, le=1_000_000)
     unrelated_independent: bool = True
+    hub_means: bool = True
     pair_factors: Literal["spread", "chebyshev"] = "spread"
     factor_degree: int | None = Field(default=None, ge=2, le=32)
     pair_columns: tuple[str, ...] = ()
