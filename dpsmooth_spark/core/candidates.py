@@ -136,7 +136,6 @@ def mean_from_pairs(prior_mean: float, prior_var: float, answers: np.ndarray, pa
     a = np.asarray(answers, dtype=np.float64)
     e = np.asarray(partner_means, dtype=np.float64)
     tau2 = 0.0
-    m = float(prior_mean)
     for _ in range(rounds):
         w = 1.0 / (noise_var + tau2)
         normal = np.array([[1.0 / prior_var + w * e @ e, w * e.sum()], [w * e.sum(), w * e.size]])

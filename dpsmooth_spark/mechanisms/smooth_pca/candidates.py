@@ -126,8 +126,8 @@ def hub_marginals(summary: NoisySummary, marginals: GridMarginals,
     marginal the candidates were drawn from, invented relations to explain them (correlation
     ratio 1.05 and 1.11). The pairs put the mean at 0.017 and -0.033."""
     pairs = summary.factor_pairs
-    if pairs is None or summary.factor_sums is None or summary.histograms is None:
-        return marginals
+    if pairs is None or summary.factor_sums is None or summary.histograms is None or summary.factor_noise_std <= 0:
+        return marginals  # no pair answers, or noiseless ones: nothing to pool
     d, bins = summary.histograms.shape
     hubs = np.flatnonzero(np.bincount(pairs.pairs.ravel(), minlength=d) >= HUB_MIN_PAIRS)
     if summary.null_counts is not None:
@@ -142,16 +142,16 @@ def hub_marginals(summary: NoisySummary, marginals: GridMarginals,
     means = np.einsum("dc,cd->d", marginals.probabilities, factors)
     answers = np.clip(summary.factor_sums / n, -1.0, 1.0)
     cell_var = (summary.histogram_noise_std / n) ** 2
+    answer_var = (summary.factor_noise_std / n) ** 2
     probabilities = marginals.probabilities.copy()
     for hub in hubs:
         rows = np.flatnonzero((pairs.pairs == hub).any(axis=1))
         partners = np.where(pairs.pairs[rows, 0] == hub, pairs.pairs[rows, 1], pairs.pairs[rows, 0])
         per_bin = factors[:, hub].reshape(bins, -1).mean(axis=1)
         histogram_var = cell_var * float(per_bin @ per_bin)
-        if histogram_var <= 0 or summary.factor_noise_std <= 0:
-            continue  # a noiseless estimate: nothing to pool
-        mean, pairs_var = mean_from_pairs(means[hub], histogram_var, answers[rows], means[partners],
-                                          (summary.factor_noise_std / n) ** 2)
+        if histogram_var <= 0:
+            continue  # a noiseless histogram: nothing to pool
+        mean, pairs_var = mean_from_pairs(means[hub], histogram_var, answers[rows], means[partners], answer_var)
         if pairs_var <= HUB_PAIRS_PRECISION * histogram_var:
             probabilities[hub] = tilt_to_mean(probabilities[hub], factors[:, hub], mean)
     return GridMarginals(probabilities)
