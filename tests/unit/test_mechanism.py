@@ -474,7 +474,7 @@ def test_columns_no_measurement_relates_come_out_uncorrelated(seed):
     for flag in (True, False):
         synth = SmoothSynthesizer(0.2, bounds, params=SmoothPCAParams(unrelated_independent=flag),
                                   random_state=seed).fit(table)
-        assert len(np.unique(synth.result_.summary.related_columns())) == 8
+        assert not synth.result_.summary.covered_pairs()[upper].any()
         out = synth.sample(1000)
         sample = np.corrcoef(np.column_stack([out[c] for c in names]).T)[upper]
         u = synth.result_.weights
@@ -485,6 +485,46 @@ def test_columns_no_measurement_relates_come_out_uncorrelated(seed):
     assert np.abs(as_corr(fitted)).max() > 5e-3  # what the step removes
     np.testing.assert_allclose(np.diag(matched), np.diag(fitted), rtol=1e-4)
     assert matched_sample <= 0.5 * fitted_sample, (matched_sample, fitted_sample)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_pairs_measured_only_through_a_label_come_out_as_the_label_implies(seed):
+    """A 0/1 label and 12 skewed columns, 3000 rows, epsilon 2; only the label's pairs are
+    measured. Two columns follow the label (fitted correlation 0.82-0.87), ten do not. Given
+    the label, the maximum-entropy fit makes the columns independent, so two columns' correlation
+    is ``r_iL r_jL``. Where that is below the candidates' chance (two deviations, 0.032 here), the
+    fit alone misses it by up to 0.037-0.047 (the candidates' own correlation); with
+    ``unrelated_independent`` by at most 0.002. The two strong columns' correlation (0.68-0.74,
+    above the chance) stays as fitted (within 1e-3), and every column's mean and variance too.
+    Seeded; all three seeds are checked, none was left out."""
+    from dpsmooth_spark.core.candidates import weighted_correlation
+
+    rng = np.random.default_rng(7)
+    label = rng.integers(0, 2, 3000).astype(float)
+    table = {"label": label}
+    for i in range(12):
+        x = rng.beta(2, 5, 3000)
+        table[f"f{i}"] = np.clip(0.5 * x + 0.5 * label * rng.uniform(0.6, 1.0, 3000), 0, 1) if i < 2 else x
+    bounds = {c: (0.0, 1.0) for c in table}
+    upper = np.triu_indices(13, 1)
+    runs = {}
+    for flag in (True, False):
+        result = SmoothSynthesizer(2.0, bounds, params=SmoothPCAParams(pair_columns=("label",),
+                                                                       unrelated_independent=flag),
+                                   levels={"label": 2}, random_state=seed).fit(table).result_
+        assert result.summary.factor_pairs.size == 12
+        uncovered = ~result.summary.covered_pairs()[upper]
+        assert uncovered.sum() == 66  # every pair without the label
+        corr = weighted_correlation(result.candidates, result.weights)
+        implied = np.outer(corr[0], corr[0])  # r_iL r_jL
+        small = uncovered & (np.abs(implied[upper]) < 2.0 / np.sqrt(1.0 / np.sum(result.weights**2)))
+        assert small.sum() >= 50  # of 66: the strong pair and a few more are above it
+        moments = np.cov(result.candidates.T, aweights=result.weights)
+        runs[flag] = (np.abs(corr[upper] - implied[upper])[small].max(), corr[1, 2], np.diag(moments))
+    (matched, strong, variances), (fitted, strong_fitted, variances_fitted) = runs[True], runs[False]
+    assert matched < 0.002 and fitted > 0.02, (matched, fitted)
+    assert abs(strong - strong_fitted) < 1e-3 and strong > 0.6
+    np.testing.assert_allclose(variances, variances_fitted, rtol=1e-3)
 
 
 def test_mean_from_pairs_reads_a_mean_off_pair_answers_where_the_partners_means_differ():
@@ -566,9 +606,10 @@ def test_a_hubs_biased_histogram_does_not_make_the_fit_invent_relations():
     assert max(invented) > 0.06, invented  # the failure that hub_means prevents
 
 
-def test_related_columns_follow_chains_of_measured_functions():
-    """Columns 0-1 share a basis term, 1-2 a pair on spread factors (so 0-2 are related through
-    1), 3-5 a three-way term; 6 stands alone. With PSI's subspace every column is related."""
+def test_covered_pairs_are_those_a_measured_function_holds():
+    """Columns 0-1 share a basis term, 1-2 a pair on spread factors (0-2 are joined through 1
+    but no function holds both), 3-5 a three-way term; 6 stands alone. PSI's subspace covers
+    every pair."""
     from dpsmooth_spark.core.basis import BasisSet, PublicBounds
     from dpsmooth_spark.core.factors import FactorPairs
     from dpsmooth_spark.mechanisms.smooth_pca import NoisySummary
@@ -582,13 +623,14 @@ def test_related_columns_follow_chains_of_measured_functions():
     summary = NoisySummary(bounds, BasisSet(7, 2, indices), 100.0, np.zeros(4), np.ones(4),
                            factor_pairs=FactorPairs(np.zeros((7, 3)), np.array([[1, 2]])),
                            factor_sums=np.zeros(1))
-    labels = summary.related_columns()
-    assert labels[0] == labels[1] == labels[2] and labels[3] == labels[4] == labels[5]
-    assert len({labels[0], labels[3], labels[6]}) == 3
-    unsummed = dataclasses.replace(summary, factor_sums=None)  # pairs not released: no relation
-    assert unsummed.related_columns()[2] != unsummed.related_columns()[1]
+    covered = summary.covered_pairs()
+    assert covered[0, 1] and covered[1, 2] and covered[3, 4] and covered[3, 5] and covered[4, 5]
+    assert not covered[0, 2]  # joined through column 1 only: not covered
+    assert not covered[6, :6].any() and np.array_equal(covered, covered.T) and covered.diagonal().all()
+    unsummed = dataclasses.replace(summary, factor_sums=None)  # pairs not released: not covered
+    assert not unsummed.covered_pairs()[1, 2]
     with_psi = dataclasses.replace(summary, pca=object())
-    assert np.all(with_psi.related_columns() == with_psi.related_columns()[0])
+    assert with_psi.covered_pairs().all()
 
 
 def test_the_lps_sparse_weights_move_toward_independence_too():

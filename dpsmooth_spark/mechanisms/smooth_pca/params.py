@@ -77,9 +77,11 @@ class SmoothPCAParams(BaseModel):
             correlations follow the fitted distribution instead of adding the ``1 / sqrt(rows)``
             error of independent draws (about 1 ms a row at d = 30); larger releases (and those
             sampled on the executors) draw independently. 0 disables it.
-        unrelated_independent: the fitted weights give zero correlation to every two columns
-            that no measurement relates (``NoisySummary.related_columns``), keeping each
-            column's mean and variance and the related columns' correlations
+        unrelated_independent: every two columns no measurement covers get, in the fitted
+            weights, the correlation the measured pairs imply where that is below the
+            candidates' resolution (0 between columns no chain of measurements joins, ``r_iL
+            r_jL`` through a 0/1 label measured with both; ``fit.completed_where_unmeasured``),
+            keeping each column's mean and variance and every other pair's correlation
             (``core.maxent.match_correlation``): the candidates' own sampling correlation, of
             order ``1 / sqrt(C)``, is not released as structure. ``false``: the fit's weights.
         hub_means: a column in many pairs on spread factors (an anchor) gets, in the

@@ -11,8 +11,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
 
 from dpsmooth_spark.core.basis import (
     BasisSet,
@@ -239,19 +237,20 @@ class NoisySummary:
         d = self.basis.d
         return d < 2 or len(self.measured_pairs()) >= d * (d - 1) // 2
 
-    def related_columns(self) -> np.ndarray:
-        """``(d,)`` a label per column: two columns share one when a chain of measured functions
-        on two or more columns (basis terms, pairs on spread factors) joins them. PSI's subspace
-        and directions relate every column. No measurement relates columns of different labels."""
+    def covered_pairs(self) -> np.ndarray:
+        """``(d, d)`` True where a measured function on two or more columns (a basis term, a
+        pair on spread factors) covers both columns, and on the diagonal. PSI's subspace and
+        directions cover every pair."""
         d = self.basis.d
         if self.pca is not None or self.directions is not None:
-            return np.zeros(d, dtype=np.int64)
+            return np.ones((d, d), dtype=bool)
+        covered = np.eye(d, dtype=bool)
         rows = [np.flatnonzero(row) for row in self.basis.indices if np.count_nonzero(row) >= 2]
         if self.factor_pairs is not None and self.factor_sums is not None:
             rows += list(self.factor_pairs.pairs)
-        edges = np.array([(cols[0], c) for cols in rows for c in cols[1:]], dtype=np.int64).reshape(-1, 2)
-        graph = coo_matrix((np.ones(len(edges)), (edges[:, 0], edges[:, 1])), shape=(d, d))
-        return connected_components(graph, directed=False)[1].astype(np.int64)
+        for cols in rows:
+            covered[np.ix_(cols, cols)] = True
+        return covered
 
     def null_shares(self) -> np.ndarray:
         """Per column, the released share of nulls among the rows (0 where not nullable):
