@@ -264,7 +264,7 @@ def fit_from_summary(summary: NoisySummary, params: SmoothPCAParams, rng: np.ran
         fitted, weights = weights, completed_where_unmeasured(summary, support.points, weights)
         if weights is not fitted:
             kl = kl_divergence(weights, support.prior_weights())
-        timings["independence"] = time.perf_counter() - start
+        timings["completion"] = time.perf_counter() - start
     timings.update({f"fit.{name}": seconds for name, seconds in steps.items()})
 
     centres = support.marginals.centres(support.marginals.cells)
