@@ -470,3 +470,33 @@ def test_james_stein_tolerance_fits_clear_groups_closely_and_leaves_noise_at_the
     plain = np.minimum(61 / chi2, 1.0) ** 2 * chi2 / 61
     assert np.mean(robust < 1) < 0.1 and np.mean(plain < 0.8) > 0.5
     assert np.all((robust > 0) & (robust <= 1))
+
+
+def test_james_stein_tolerance_keeps_a_clear_relations_strength():
+    """Seeded groups of 30 answers (noise units, Gaussian) whose signal has 3x the noise's
+    chi-square: fitted at the shrinkage the tolerance leaves (``s = 1 - sqrt(tol |G| / chi2)``),
+    their chi-square from the prior is the signal's to within 5% on average over 400 groups
+    (measured 1.00), where James-Stein's factor (``strength_signal`` = inf) gives 0.76 of it:
+    a relation's strength comes back whole, not shrunk. Groups with half as much signal as noise
+    (below :data:`STRENGTH_SIGNAL`) keep James-Stein's tolerance, all but the few whose chance
+    chi-square reaches 2.5x the noise's (under 2%; measured 0.5%)."""
+    rng = np.random.default_rng(5)
+    groups = np.repeat(np.arange(400), 30)
+
+    def fitted_strength(signal_ratio, strength_signal=None):
+        signal = np.sqrt(signal_ratio) * rng.choice([-1.0, 1.0], (400, 30))
+        z = (signal + rng.standard_normal((400, 30))).ravel()
+        tol = james_stein_tolerance(z, groups, "gaussian", strength_signal=strength_signal)
+        chi2 = np.bincount(groups, weights=z * z)
+        s = 1.0 - np.sqrt(tol * 30 / chi2)
+        return s**2 * chi2 / (signal**2).sum(axis=1), tol
+
+    strength, _ = fitted_strength(3.0)
+    shrunk, _ = fitted_strength(3.0, strength_signal=np.inf)
+    assert abs(strength.mean() - 1.0) < 0.05 and shrunk.mean() < 0.85, (strength.mean(), shrunk.mean())
+    state = rng.bit_generator.state
+    _, weak = fitted_strength(0.5)
+    rng.bit_generator.state = state
+    _, weak_js = fitted_strength(0.5, strength_signal=np.inf)
+    assert np.mean(weak < 1) > 0.3  # shrunk: clear to the test
+    assert np.mean(weak != weak_js) < 0.02  # those whose chance chi-square reaches 2.5x the noise's
