@@ -46,7 +46,9 @@ class SmoothPCAParams(BaseModel):
         group_shrinkage: ``james_stein`` (the default): a group of relation answers whose
             signal is clear (its clipped chi-square from the prior 2 deviations above what
             noise alone gives) is fitted to within the chi-square that positive-part
-            James-Stein shrinkage toward the independent prior leaves; any other group, and
+            James-Stein shrinkage toward the independent prior leaves, or, where its signal is
+            at least 1.5x its noise, that shrinkage to its estimated strength leaves (James-Stein
+            would weaken it; ``core.maxent.STRENGTH_SIGNAL``); any other group, and
             every group with ``ball``, to within ``|G|`` (its noise), which moves a clear group
             only ``1 - sqrt(|G| / chi2)`` of the way from the prior
             (``core.maxent.james_stein_tolerance``; docs/mechanisms.md, "James-Stein targets").
