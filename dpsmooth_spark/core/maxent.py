@@ -512,8 +512,8 @@ def james_stein_tolerance(z_prior: np.ndarray, groups: np.ndarray, noise: str,
     chi-square where the signal's estimate is ``S - |G| m``, and what follows from the relation
     (two features' correlation through a label: ``r_iL r_jL``) comes back weaker by ``s^2``.
     Where the estimated signal is at least ``strength_signal`` times the noise's
-    (:data:`STRENGTH_SIGNAL` when ``None``), the group is fitted to that estimate instead: ``s = sqrt(1 - |G|
-    m / S)``, the factor whose fitted chi-square is the estimated signal's.
+    (:data:`STRENGTH_SIGNAL` when ``None``), the group is fitted to that estimate instead:
+    ``s = sqrt(1 - |G| m / S)``, the factor whose fitted chi-square is the estimated signal's.
     """
     z = np.asarray(z_prior, dtype=np.float64)
     groups = np.asarray(groups, dtype=np.int64)
