@@ -16,6 +16,7 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.special import ndtr, ndtri
 
+from dpsmooth_spark.core.factors import cell_quantile
 from dpsmooth_spark.core.maxent import project_to_simplex
 
 
@@ -40,14 +41,10 @@ class GridMarginals:
         return -1.0 + (2.0 * np.arange(cells) + 1.0) / cells
 
     def quantile(self, u: np.ndarray) -> np.ndarray:
-        """Inverse CDF, column by column, of ``u`` (``(C, d)`` in (0, 1)): linear within cells."""
-        d, g = self.probabilities.shape
-        edges = np.linspace(-1.0, 1.0, g + 1)
+        """Inverse CDF, column by column, of ``u`` (``(C, d)`` in (0, 1)): :func:`cell_quantile`."""
         out = np.empty_like(u)
-        for i in range(d):
-            cdf = np.concatenate([[0.0], np.cumsum(self.probabilities[i])])
-            cdf /= cdf[-1]
-            out[:, i] = np.interp(u[:, i], cdf, edges)
+        for i, p in enumerate(self.probabilities):
+            out[:, i] = cell_quantile(p, u[:, i])
         return out
 
 

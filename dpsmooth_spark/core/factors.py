@@ -203,6 +203,21 @@ def copula_correlations(factors: FactorPairs, probabilities: np.ndarray, answers
     return _invert(_copula_expectation(factors, probabilities), np.asarray(answers, dtype=np.float64))
 
 
+def cell_quantile(probabilities: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Inverse CDF at ``u`` (in [0, 1]) of the density piecewise constant on
+    ``len(probabilities)`` equal cells of [-1, 1]: linear within each cell that holds mass,
+    jumping over the empty ones (a 0/1 column's middle cells, a histogram's cells beyond the
+    data's spread)."""
+    p = np.asarray(probabilities, dtype=np.float64)
+    p = p / p.sum()
+    k = p.size
+    ends = np.cumsum(p)
+    cell = np.minimum(np.searchsorted(ends, u, side="left"), k - 1)
+    mass = p[cell]
+    within = np.divide(u - (ends[cell] - mass), mass, out=np.full(np.shape(u), 0.5), where=mass > 0)
+    return -1.0 + 2.0 * (cell + np.clip(within, 0.0, 1.0)) / k
+
+
 def copula_answers(factors: FactorPairs, probabilities: np.ndarray, rho: np.ndarray) -> np.ndarray:
     """Per pair, ``E[p_i(x_i) p_j(x_j)]`` under the Gaussian copula of correlation ``rho`` (one
     per pair, in [-0.99, 0.99]) with the private marginals: the answer that a model with that
@@ -230,16 +245,11 @@ def _copula_expectation(factors: FactorPairs, probabilities: np.ndarray) -> Call
 
     nodes, weights = roots_hermitenorm(COPULA_NODES)
     weights = weights / weights.sum()
-    cells = probabilities.shape[1]
-    edges = np.linspace(-1.0, 1.0, cells + 1)
     grid = np.linspace(-SCORE_LIMIT, SCORE_LIMIT, SCORE_POINTS)
     step = grid[1] - grid[0]
     table = np.empty((factors.d, grid.size))
     for i, p in enumerate(probabilities):
-        cdf = np.concatenate([[0.0], np.cumsum(p)])
-        keep = np.concatenate([[True], np.diff(cdf) > 0])
-        x = np.interp(ndtr(grid), cdf[keep] / cdf[-1], edges[keep])
-        table[i] = chebyshev.chebval(x, factors.coefficients[i])
+        table[i] = chebyshev.chebval(cell_quantile(p, ndtr(grid)), factors.coefficients[i])
     left = np.array([np.interp(nodes, grid, table[i]) for i in range(factors.d)])[factors.pairs[:, 0]]
     right = table[factors.pairs[:, 1]]  # (P, grid)
     rows = np.arange(factors.size)[:, None, None]

@@ -185,3 +185,24 @@ def test_copula_correlation_inverts_the_factor_pair_answer(rng):
     answers = factors.evaluate(x).mean(axis=1)
     found = copula_correlations(factors, probs, answers)
     np.testing.assert_allclose(found, list(truth.values()), atol=0.03)
+
+
+def test_copula_correlation_of_a_two_level_column_skips_its_empty_cells(rng):
+    """A 0/1 column (rate 0.4, its mass in the first and last of 16 cells, none between) against
+    a uniform one, from a Gaussian copula of correlation 0.6: from the exact answer the copula
+    correlation comes back within 0.03 (measured 0.591-0.596 over seeds 0-5; its sample
+    standard deviation at 200,000 records is about 0.003). The inverse CDF jumps over the empty
+    cells; until stop 30 it ran linearly across them, the 1s spread from -0.875 to 1, and the
+    same answer read as a correlation of 0.92."""
+    from scipy.special import ndtr
+
+    n = 200_000
+    z = rng.multivariate_normal(np.zeros(2), [[1.0, 0.6], [0.6, 1.0]], size=n)
+    x = np.column_stack([np.where(ndtr(z[:, 0]) < 0.6, -1.0, 1.0), 2.0 * ndtr(z[:, 1]) - 1.0])
+    probs = np.array([cell_probabilities(x[:, i], 16) for i in range(2)])
+    assert probs[0, 1:-1].sum() == 0.0
+    coefficients = np.zeros((2, 2))
+    coefficients[:, 1] = 1.0  # T_1 on both
+    factors = FactorPairs(coefficients, np.array([[0, 1]]))
+    answers = factors.evaluate(x).mean(axis=1)
+    np.testing.assert_allclose(copula_correlations(factors, probs, answers), [0.6], atol=0.03)
