@@ -100,6 +100,54 @@ def histogram_density(shares: np.ndarray, std: np.ndarray, cells: int) -> np.nda
     return np.repeat(mass / (cells // k), cells // k)
 
 
+def level_bins(levels: int, bins: int) -> np.ndarray:
+    """The histogram bin (of ``bins`` equal cells of [-1, 1]) of each of a lattice column's
+    ``levels`` points ``-1 + 2 l / (levels - 1)``."""
+    points = -1.0 + 2.0 * np.arange(levels) / (levels - 1)
+    return np.minimum(((points + 1.0) / 2.0 * bins).astype(np.int64), bins - 1)
+
+
+def lattice_density(shares: np.ndarray, std: np.ndarray, cells: int, levels: int,
+                    laplace: bool = True) -> np.ndarray:
+    """A noisy histogram (cell shares with noise ``std``) of a column whose values are its
+    ``levels`` lattice points (public: an integer, boolean or categorical column), made a
+    distribution on ``cells`` grid cells, its mass in the cells that hold the points.
+
+    A bin that holds no point is empty in every table: its noisy count is noise alone and is
+    left out, where :func:`histogram_density` would move it onto the nearest point (the
+    middle two of a 0/1 column's four bins: its rate then reads twice the noise). The bins
+    that hold points are denoised as :func:`histogram_density` does, except two
+    (a two-level column), whose rate is :func:`two_level_rate`'s posterior mean: never
+    exactly 0 or 1, where cutting a negative cell gave all of wine's rows one label at
+    epsilon 1 (docs/mechanisms.md). A bin's mass is split evenly over its points."""
+    k = shares.size
+    where = level_bins(levels, k)
+    held = np.unique(where)
+    if held.size == 2:
+        rate = two_level_rate(shares[held], np.broadcast_to(std, (k,))[held], laplace)
+        mass = np.array([1.0 - rate, rate])
+    else:
+        mass = histogram_density(shares[held], np.broadcast_to(std, (k,))[held], held.size)
+    per_level = mass[np.searchsorted(held, where)] / np.bincount(where, minlength=k)[where]
+    points = -1.0 + 2.0 * np.arange(levels) / (levels - 1)
+    density = np.zeros(cells)
+    np.add.at(density, np.minimum(((points + 1.0) / 2.0 * cells).astype(np.int64), cells - 1), per_level)
+    return density / density.sum()
+
+
+def two_level_rate(shares: np.ndarray, std: np.ndarray, laplace: bool = True, grid: int = 2001) -> float:
+    """Posterior mean of the share ``r`` of the second of two cells, under a uniform prior on
+    ``r`` and the noisy shares ``(1 - r, r) + noise`` (Laplace of std ``std`` where ``laplace``,
+    else Gaussian). Where the noise swamps the counts it returns about 1/2; where a cell's
+    noisy share is negative, a rate of about its noise, not 0."""
+    r = np.linspace(0.0, 1.0, grid)
+    std = np.asarray(std, dtype=np.float64)
+    gaps = np.column_stack([(1.0 - r) - shares[0], r - shares[1]]) / std
+    loglik = -np.sqrt(2.0) * np.abs(gaps).sum(axis=1) if laplace else -0.5 * (gaps**2).sum(axis=1)
+    weights = np.exp(loglik - loglik.max())
+    return float(weights @ r / weights.sum())
+
+
 def largest_shrinkage_factor(k: int, std: np.ndarray | float) -> float:
     """The largest factor by which shrinking ``k`` noisy cell shares towards uniform can pay.
 

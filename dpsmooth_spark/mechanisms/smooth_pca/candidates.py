@@ -14,7 +14,6 @@ from dpsmooth_spark.core.basis import HistogramBasis, chebyshev_table
 from dpsmooth_spark.core.candidates import (
     GridMarginals,
     correlation_from_covariance,
-    histogram_density,
     marginal_candidates,
     mean_from_pairs,
     nearest_psd,
@@ -67,9 +66,10 @@ class Candidates:
 def marginal_priors(summary: NoisySummary, params: SmoothPCAParams) -> GridMarginals:
     """Per column, a density on a grid of cells from the column's noisy histogram (and
     ``T_r(x_i)`` answers, if measured). With ``marginal_tolerance: null`` (the default) a
-    histogram alone is denoised by :func:`core.candidates.histogram_density`: a clear histogram
+    histogram alone is denoised by :meth:`NoisySummary.marginal_density`: a clear histogram
     is kept as measured (less the noise in its empty cells), one the noise cannot tell from
-    uniform stays uniform. Otherwise, the maximum-entropy density within ``marginal_tolerance`` per answer
+    uniform stays uniform; a lattice column's reads only the cells that hold its points.
+    Otherwise, the maximum-entropy density within ``marginal_tolerance`` per answer
     (0: as close as the grid allows)."""
     cells = params.marginal_cells
     centres = GridMarginals.centres(cells)
@@ -91,7 +91,7 @@ def marginal_priors(summary: NoisySummary, params: SmoothPCAParams) -> GridMargi
         if sum(len(v) for v in b) == 0:
             continue
         if rows.size == 0 and params.marginal_tolerance is None and summary.histograms is not None:
-            probs[i] = histogram_density(summary.histograms[i] / n, std[-1], cells)
+            probs[i] = summary.marginal_density(i, cells)
             continue
         fit, _ = fit_within_noise(np.vstack(w), np.concatenate(b), np.concatenate(std),
                                   slack=params.fit_slack, tolerance=params.marginal_tolerance or 0.0)

@@ -109,6 +109,7 @@ def release_summary(
 
     summary = _release_marginals(sums, bounds, params, accountant, noise, noisy_count,
                                  accountant.share(marginal_share), nullable)
+    summary.levels = lattice
     if summary.null_counts is None and summary.histograms is not None:
         count_scale = next(c.scale for c in accountant.charges if c.stage == "count")
         summary.count_alone = noisy_count

@@ -19,7 +19,12 @@ from dpsmooth_spark.core.basis import (
     PublicBounds,
     coarsen_histograms,
 )
-from dpsmooth_spark.core.candidates import histogram_density, max_entropy_correlation, nearest_psd
+from dpsmooth_spark.core.candidates import (
+    histogram_density,
+    lattice_density,
+    max_entropy_correlation,
+    nearest_psd,
+)
 from dpsmooth_spark.core.factors import (
     FactorPairs,
     copula_correlations,
@@ -89,6 +94,7 @@ class NoisySummary:
         factor_sums: their sums plus noise, ``(R_f,)`` (released with the basis sums).
         factor_noise_std: standard deviation of the noise of each factor pair sum.
         noise: the noise's distribution, ``laplace`` (pure epsilon-DP) or ``gaussian``.
+        levels: ``(d,)`` lattice points per column from the config (0: continuous), or ``None``.
     """
 
     bounds: PublicBounds
@@ -108,6 +114,7 @@ class NoisySummary:
     factor_sums: np.ndarray | None = None
     factor_noise_std: float = 0.0
     noise: Literal["laplace", "gaussian"] = "laplace"
+    levels: np.ndarray | None = None
 
     @property
     def normalised(self) -> np.ndarray:
@@ -218,11 +225,20 @@ class NoisySummary:
 
     def marginal_probabilities(self) -> np.ndarray:
         """``(d, B)`` each column's private marginal on its histogram's cells
-        (:func:`core.candidates.histogram_density`)."""
+        (:meth:`marginal_density`)."""
+        return np.array([self.marginal_density(i, self.histograms.shape[1]) for i in range(self.bounds.d)])
+
+    def marginal_density(self, column: int, cells: int) -> np.ndarray:
+        """Column ``column``'s noisy histogram made a distribution on ``cells`` grid cells:
+        :func:`core.candidates.lattice_density` on a column of declared levels, else
+        :func:`core.candidates.histogram_density`."""
         n = max(self.noisy_count, 1.0)
         bins = self.histograms.shape[1]
-        return np.array([histogram_density(h / n, np.full(bins, self.histogram_noise_std / n), bins)
-                         for h in self.histograms])
+        shares, std = self.histograms[column] / n, np.full(bins, self.histogram_noise_std / n)
+        levels = 0 if self.levels is None else int(self.levels[column])
+        if levels >= 2:
+            return lattice_density(shares, std, cells, levels, laplace=self.noise == "laplace")
+        return histogram_density(shares, std, cells)
 
     def measured_pairs(self) -> np.ndarray:
         """``(m, 2)`` the column pairs with a first-order pair term (``T_1 T_1`` or factors),
