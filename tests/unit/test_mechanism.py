@@ -749,6 +749,24 @@ def test_summary_with_factor_pairs_round_trips_to_the_same_fit(rng):
     np.testing.assert_array_equal(first.weights, second.weights)
 
 
+def test_summary_with_declared_levels_round_trips_to_the_same_fit():
+    """A release with a 0/1 label persists its columns' levels (public, from the config), so
+    that a retry reads the label's marginal off the same histogram cells and, with the same
+    seed, fits the same weights."""
+    from dpsmooth_spark.mechanisms.smooth_pca import NoisySummary, fit_from_summary
+
+    columns, bounds = _label_of_one_column(2000, 4, 5)
+    params = SmoothPCAParams(pair_columns=("y",), candidates=2000)
+    synth = SmoothSynthesizer(1.0, bounds, params=params, levels={"y": 2}, random_state=3).fit(columns)
+    summary = synth.result_.summary
+    again = NoisySummary.from_dict(json.loads(json.dumps(summary.to_dict())))
+    assert again.levels.tolist() == [0, 0, 0, 0, 2]
+    lattice = synth.lattice
+    first = fit_from_summary(summary, params, np.random.default_rng(9), lattice)
+    second = fit_from_summary(again, params, np.random.default_rng(9), lattice)
+    np.testing.assert_array_equal(first.weights, second.weights)
+
+
 def test_pairs_on_spread_factors_share_their_hub_columns_group(rng):
     """The fit's stopping rule weighs a hub column's pair terms as one group: the first-order
     pairs on spread factors join the group of the Chebyshev pair terms on the same columns (as

@@ -306,6 +306,8 @@ class NoisySummary:
         summary = cls(bounds, basis, noisy_count, np.array(data["noisy_sums"], float),
                       np.broadcast_to(np.array(data["basis_noise_std"], float), (basis.size,)).copy())
         summary.noise = "gaussian" if data.get("noise") == "gaussian" else "laplace"
+        if "levels" in data:
+            summary.levels = np.array(data["levels"], dtype=np.int64)
         if "histograms" in data:
             summary.histograms = np.array(data["histograms"]["noisy_counts"], float)
             summary.histogram_noise_std = float(data["histograms"]["noise_std"])
@@ -342,6 +344,9 @@ class NoisySummary:
                 "count_pooling": "noisy_count = inverse-variance mean of count_alone and the d "
                                  "histogram totals (post-processing)"}),
             "noise": self.noise,
+            **({} if self.levels is None else {
+                "levels": [int(v) for v in self.levels],
+                "levels_meaning": "lattice points per column from the config (0: continuous); public"}),
             "multi_indices": self.basis.indices.tolist(),
             "noisy_sums": self.noisy_sums.tolist(),
             "noisy_means": self.normalised.tolist(),
