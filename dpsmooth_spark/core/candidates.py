@@ -129,9 +129,8 @@ def lattice_density(shares: np.ndarray, std: np.ndarray, cells: int, levels: int
     else:
         mass = histogram_density(shares[held], np.broadcast_to(std, (k,))[held], held.size)
     per_level = mass[np.searchsorted(held, where)] / np.bincount(where, minlength=k)[where]
-    points = -1.0 + 2.0 * np.arange(levels) / (levels - 1)
     density = np.zeros(cells)
-    np.add.at(density, np.minimum(((points + 1.0) / 2.0 * cells).astype(np.int64), cells - 1), per_level)
+    np.add.at(density, level_bins(levels, cells), per_level)  # each point's grid cell
     return density / density.sum()
 
 

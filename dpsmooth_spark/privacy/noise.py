@@ -46,12 +46,11 @@ class NoiseSource:
         return self._add(values, scale, "gaussian")
 
     def top_k(self, scores: np.ndarray, k: int, scale: float, pure: bool) -> np.ndarray:
-        """Indices of the ``k`` largest of ``scores`` after noise of ``scale`` (the exponential
-        mechanism run ``k`` times without replacement; ``pure``: its epsilon-DP form, else its
-        zCDP form). Secure: OpenDP's ``make_noisy_top_k``; seeded: the same distributions drawn
-        with numpy, the ``k`` largest of ``score + noise``: exponential noise where ``pure``
-        (OpenDP's permute-and-flip, which is report-noisy-max with exponential noise: Ding et al.
-        2021), Gumbel noise otherwise (the exponential mechanism: Durfee and Rogers 2019)."""
+        """Indices of the ``k`` largest of ``scores`` after noise of ``scale``, picked ``k``
+        times without replacement: permute-and-flip where ``pure`` (report-noisy-max with
+        exponential noise, Ding et al. 2021), else the exponential mechanism (Gumbel noise,
+        Durfee and Rogers 2019), its zCDP form. Secure: OpenDP's ``make_noisy_top_k``, which
+        runs exactly these; seeded: the same distributions drawn with numpy."""
         scores = np.asarray(scores, dtype=np.float64)
         if not np.all(np.isfinite(scores)):
             raise ValueError("cannot select among non-finite scores")
@@ -62,8 +61,10 @@ class NoiseSource:
         if k == 0:
             return np.zeros(0, dtype=np.int64)
         if self.rng is not None:
-            draw = self.rng.exponential(scale, size=scores.shape) if pure else self.rng.gumbel(0.0, scale, size=scores.shape)
-            noisy = scores + draw
+            if pure:
+                noisy = scores + self.rng.exponential(scale, size=scores.shape)
+            else:
+                noisy = scores + self.rng.gumbel(0.0, scale, size=scores.shape)
             return np.argsort(-noisy, kind="stable")[:k].astype(np.int64)
         return _opendp_top_k(scores, k, scale, pure)
 
