@@ -123,11 +123,12 @@ def lattice_density(shares: np.ndarray, std: np.ndarray, cells: int, levels: int
     k = shares.size
     where = level_bins(levels, k)
     held = np.unique(where)
+    std = np.broadcast_to(std, (k,))[held]
     if held.size == 2:
-        rate = two_level_rate(shares[held], np.broadcast_to(std, (k,))[held], laplace)
+        rate = two_level_rate(shares[held], std, laplace)
         mass = np.array([1.0 - rate, rate])
     else:
-        mass = histogram_density(shares[held], np.broadcast_to(std, (k,))[held], held.size)
+        mass = histogram_density(shares[held], std, held.size)
     per_level = mass[np.searchsorted(held, where)] / np.bincount(where, minlength=k)[where]
     density = np.zeros(cells)
     np.add.at(density, level_bins(levels, cells), per_level)  # each point's grid cell
