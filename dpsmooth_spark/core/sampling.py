@@ -78,6 +78,76 @@ def herded_indices(points: np.ndarray, weights: np.ndarray, rows: int,
     return out
 
 
+REORDER_ROUNDS = 3
+"""Rounds of :func:`reorder_to_correlation` after herding (the third takes the remaining
+correlation error on digits at epsilon 0.1 from 0.001 to 0.0003; docs/benchmarks.md, stop 31)."""
+
+
+def mixture_correlation(candidates: np.ndarray, weights: np.ndarray,
+                        jitter: np.ndarray | float) -> np.ndarray:
+    """Correlation matrix of the mixture ``sum_j u_j N(c_j, diag(jitter**2))`` (before the
+    reflection at the bounds): the weighted candidates' covariance plus the jitter's variance."""
+    u = np.asarray(weights, dtype=np.float64) / np.sum(weights)
+    centred = candidates - u @ candidates
+    cov = centred.T @ (centred * u[:, None])
+    cov[np.diag_indices_from(cov)] += np.broadcast_to(np.square(jitter), (candidates.shape[1],))
+    scale = np.sqrt(np.maximum(np.diag(cov), 1e-300))
+    return cov / np.outer(scale, scale)
+
+
+def reorder_to_correlation(sample: np.ndarray, target: np.ndarray, movable: np.ndarray,
+                           rounds: int = REORDER_ROUNDS) -> np.ndarray:
+    """``sample`` with the values of each ``movable`` column reordered among its rows so that the
+    sample's correlation matrix comes to ``target`` (Iman and Conover 1982).
+
+    Each round standardises the columns, maps the movable ones linearly to scores whose
+    correlation with each other and with the fixed columns is exactly ``target``'s
+    (:func:`_target_scores`; where the sample's correlation is near the target, every score is
+    near its column), and gives each movable column's values the order of its scores. Every
+    column keeps exactly its values, so every one-way marginal of the sample is unchanged, and a
+    fixed column (a lattice column) keeps its rows; where the sample's correlation is already
+    near the target only values of nearby ranks trade rows, so what herding matched beyond the
+    correlations stays. Columns that do not vary are left out. Deterministic; cost
+    ``O(rounds (rows d^2 + d rows log rows))``.
+    """
+    x = np.array(sample, dtype=np.float64, copy=True)
+    rows = x.shape[0]
+    for _ in range(rounds):
+        spread = x.std(axis=0)
+        varying = np.flatnonzero(spread > 1e-12)
+        moving = np.asarray(movable, dtype=bool)[varying]
+        if rows < 3 or varying.size < 2 or not moving.any():
+            break
+        z = (x[:, varying] - x[:, varying].mean(axis=0)) / spread[varying]
+        scores = _target_scores(z, z.T @ z / rows, target[np.ix_(varying, varying)], moving)
+        for k, j in enumerate(varying[moving]):
+            x[np.argsort(scores[:, k], kind="stable"), j] = np.sort(x[:, j])
+    return x
+
+
+def _target_scores(z: np.ndarray, current: np.ndarray, target: np.ndarray,
+                   moving: np.ndarray) -> np.ndarray:
+    """Scores for the ``moving`` columns of the standardised ``z`` (correlation ``current``)
+    that, beside the fixed columns as they are, have the correlation ``target``: the fixed
+    columns' part of each moving column carried by ``C_FF^-1 T_FM``, its residual (covariance
+    ``E``) mapped by ``E^-1/2 S^1/2`` to the target's residual covariance ``S``."""
+    fixed = ~moving
+    inverse = np.linalg.pinv(current[np.ix_(fixed, fixed)]) if fixed.any() else np.zeros((0, 0))
+    z_fixed = z[:, fixed]
+    residual = z[:, moving] - z_fixed @ (inverse @ current[np.ix_(fixed, moving)])
+    own = current[np.ix_(moving, moving)] - current[np.ix_(moving, fixed)] @ inverse @ current[np.ix_(fixed, moving)]
+    wanted = target[np.ix_(moving, moving)] - target[np.ix_(moving, fixed)] @ inverse @ target[np.ix_(fixed, moving)]
+    return (z_fixed @ (inverse @ target[np.ix_(fixed, moving)])
+            + residual @ _symmetric_power(own, -0.5) @ _symmetric_power(wanted, 0.5))
+
+
+def _symmetric_power(matrix: np.ndarray, power: float) -> np.ndarray:
+    """``matrix ** power`` for a symmetric positive semi-definite matrix (eigenvalues floored
+    at 1e-9)."""
+    values, vectors = np.linalg.eigh(matrix)
+    return (vectors * np.maximum(values, 1e-9) ** power) @ vectors.T
+
+
 def herds(rows: int, herding_rows: int) -> bool:
     """Whether :func:`sample_records` picks ``rows`` records by herding (``herding_rows``: its
     limit; 0 never)."""
@@ -106,7 +176,9 @@ def sample_records(
         rng: randomness for sampling (public; seeded only in test mode).
         herding_rows: up to this many rows the candidates are picked by :func:`herded_indices`
             (the sample's marginals and correlations follow the weights more closely than
-            independent draws do); more rows are drawn independently.
+            independent draws do), and then the jittered columns' values are reordered among
+            the rows so that the sample's correlation is the mixture's
+            (:func:`reorder_to_correlation`); more rows are drawn independently.
     """
     if rows < 0:
         raise ValueError("rows must be >= 0")
@@ -118,6 +190,9 @@ def sample_records(
     jitter = np.broadcast_to(np.asarray(jitter, dtype=np.float64), (candidates.shape[1],))
     if np.any(jitter > 0):
         picked = reflect_into_cube(picked + rng.standard_normal(picked.shape) * jitter)
+        if herds(rows, herding_rows):
+            picked = reorder_to_correlation(picked, mixture_correlation(candidates, weights, jitter),
+                                            jitter > 0)
     return picked
 
 

@@ -35,7 +35,13 @@ from dpsmooth_spark.core.maxent import (
     project_to_simplex,
     within_targets,
 )
-from dpsmooth_spark.core.sampling import herded_indices, reflect_into_cube, sample_records
+from dpsmooth_spark.core.sampling import (
+    herded_indices,
+    mixture_correlation,
+    reflect_into_cube,
+    reorder_to_correlation,
+    sample_records,
+)
 from dpsmooth_spark.mechanisms.smooth_pca.candidates import Candidates
 from dpsmooth_spark.mechanisms.smooth_pca.measure import histogram_bins
 from dpsmooth_spark.privacy.accountant import PrivacyAccountant
@@ -366,6 +372,54 @@ def test_sample_records_herds_up_to_its_limit_and_draws_independently_above(rng)
     drawn = sample_records(points, weights, 201, 0.0, np.random.default_rng(1), herding_rows=200)
     other = sample_records(points, weights, 201, 0.0, np.random.default_rng(2), herding_rows=200)
     assert not np.array_equal(np.sort(drawn, axis=0), np.sort(other, axis=0))
+
+
+def test_reordering_keeps_every_columns_values_and_reaches_the_target_correlation():
+    """Iman-Conover on 2000 rows of three independent continuous columns and a fixed 0/1 column,
+    toward correlations of up to 0.3 (the 0/1 column's pairs included, which only the other
+    column of each pair can move): every column keeps exactly its values, the fixed one its
+    rows too, and every correlation comes within 0.005 of the target (measured 0.0011; before,
+    0.27). Deterministic for the seeded sample."""
+    rng = np.random.default_rng(11)
+    x = np.column_stack([np.tanh(rng.normal(size=(2000, 3))), np.where(rng.random(2000) < 0.3, 1.0, -1.0)])
+    target = np.array([[1.0, 0.3, 0.0, 0.2], [0.3, 1.0, -0.2, 0.0], [0.0, -0.2, 1.0, 0.1], [0.2, 0.0, 0.1, 1.0]])
+    movable = np.array([True, True, True, False])
+    out = reorder_to_correlation(x, target, movable)
+    np.testing.assert_array_equal(np.sort(out, axis=0), np.sort(x, axis=0))
+    np.testing.assert_array_equal(out[:, 3], x[:, 3])
+    assert np.abs(np.corrcoef(out.T) - target).max() <= 0.005
+    # nothing to move: returned as is; a constant column is left out and keeps its value
+    np.testing.assert_array_equal(reorder_to_correlation(x, target, np.zeros(4, dtype=bool)), x)
+    flat = x.copy()
+    flat[:, 2] = 0.5
+    assert np.all(reorder_to_correlation(flat, target, movable)[:, 2] == 0.5)
+
+
+def test_a_herded_sample_has_the_fitted_mixtures_correlation():
+    """A herded, jittered sample of 1000 rows from 5000 weighted candidates: after the
+    reordering its worst correlation error against the mixture's is at most 0.003 and half of
+    what herding and the jitter alone leave (measured 0.0018 against a median of 0.0047 over
+    five jitter seeds; independent draws: 0.049). What is left is the reflection at the bounds,
+    which the mixture's correlation leaves out. Deterministic for the seeded inputs."""
+    rng = np.random.default_rng(12)
+    cov = [[1.0, 0.6, 0.0, 0.2], [0.6, 1.0, -0.3, 0.0], [0.0, -0.3, 1.0, 0.1], [0.2, 0.0, 0.1, 1.0]]
+    points = np.tanh(rng.multivariate_normal(np.zeros(4), cov, 5000))
+    u = rng.uniform(0.2, 1.0, 5000)
+    jitter = np.full(4, 0.05)
+    target = mixture_correlation(points, u, jitter)
+    iu = np.triu_indices(4, 1)
+
+    def error(sample: np.ndarray) -> float:
+        return float(np.abs(np.corrcoef(sample.T) - target)[iu].max())
+
+    picks = points[herded_indices(points, u, 1000)]
+    alone = np.median([error(reflect_into_cube(picks + np.random.default_rng(seed).standard_normal(picks.shape) * jitter))
+                       for seed in range(5)])
+    reordered = error(sample_records(points, u, 1000, jitter, np.random.default_rng(3), herding_rows=1000))
+    assert reordered <= min(0.003, 0.5 * alone)
+    # the mixture's correlation: the weighted candidates' covariance plus the jitter's variance
+    weighted = np.cov(points.T, aweights=u, bias=True) + np.diag(jitter**2)
+    np.testing.assert_allclose(target, weighted / np.sqrt(np.outer(np.diag(weighted), np.diag(weighted))))
 
 
 def test_histogram_cells_coarsen_and_evaluate_consistently(rng):
