@@ -44,10 +44,12 @@ def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
             run.persist(accountant, summary.to_dict())
     else:
         summary = NoisySummary.from_dict(run.previous.statistics)
+        if summary.levels is None:  # written before summaries held their levels (stop 30)
+            summary.levels = run.codec.lattice()
         accountant = run.reused_accountant()
 
     with run.log.stage("candidates and fit"):
-        result = fit_from_summary(summary, params, run.rng, run.codec.lattice())
+        result = fit_from_summary(summary, params, run.rng)
     run.log.note(f"basis: {summary.functions} functions; candidates: {result.candidates.shape[0]}; "
                  f"effective support: {result.support_size}; chi2 {result.chi2:.1f} for "
                  f"{result.functions} functions; PSI: {'yes' if summary.pca else 'no'}")

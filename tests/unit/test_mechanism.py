@@ -634,13 +634,11 @@ def test_a_hubs_biased_histogram_does_not_make_the_fit_invent_relations():
         histograms = summary.histograms.copy()
         histograms[label, 0] -= 0.15 * summary.noisy_count
         histograms[label, -1] += 0.15 * summary.noisy_count
-        biased = dataclasses.replace(summary, histograms=histograms)
-        lattice = np.zeros(summary.bounds.d, dtype=np.int64)
-        lattice[label] = 2
+        biased = dataclasses.replace(summary, histograms=histograms)  # keeps the label's levels
         found = {}
         for flag in (False, True):
             result = fit_from_summary(biased, params.model_copy(update={"hub_means": flag}),
-                                      np.random.default_rng(seed), lattice)
+                                      np.random.default_rng(seed))
             corr = np.delete(weighted_correlation(result.candidates, result.weights)[label], label)
             found[flag] = (np.abs(corr).mean(), abs(result.weights @ result.candidates[:, label] - true_mean))
         assert found[True][0] < 0.03, (seed, found)
@@ -751,8 +749,9 @@ def test_summary_with_factor_pairs_round_trips_to_the_same_fit(rng):
 
 def test_summary_with_declared_levels_round_trips_to_the_same_fit():
     """A release with a 0/1 label persists its columns' levels (public, from the config), so
-    that a retry reads the label's marginal off the same histogram cells and, with the same
-    seed, fits the same weights."""
+    that a retry, which fits from the reloaded summary alone, reads the label's marginal off the
+    same histogram cells, keeps its candidates on the levels and, with the same seed, fits the
+    same weights."""
     from dpsmooth_spark.mechanisms.smooth_pca import NoisySummary, fit_from_summary
 
     columns, bounds = _label_of_one_column(2000, 4, 5)
@@ -761,10 +760,11 @@ def test_summary_with_declared_levels_round_trips_to_the_same_fit():
     summary = synth.result_.summary
     again = NoisySummary.from_dict(json.loads(json.dumps(summary.to_dict())))
     assert again.levels.tolist() == [0, 0, 0, 0, 2]
-    lattice = synth.lattice
-    first = fit_from_summary(summary, params, np.random.default_rng(9), lattice)
-    second = fit_from_summary(again, params, np.random.default_rng(9), lattice)
+    first = fit_from_summary(summary, params, np.random.default_rng(9))
+    second = fit_from_summary(again, params, np.random.default_rng(9))
     np.testing.assert_array_equal(first.weights, second.weights)
+    assert set(np.unique(second.candidates[:, 4])) == {-1.0, 1.0}
+    assert second.jitter[4] == 0.0
 
 
 def test_pairs_on_spread_factors_share_their_hub_columns_group(rng):

@@ -112,8 +112,7 @@ digits' pass: at epsilon 1 (0.05-0.10 over 5 seeds), and at 0.1 and 1 in zCDP; W
 -> 0.847 over 16 seeds without this gate); wine and iris 1.3-31."""
 
 
-def hub_marginals(summary: NoisySummary, marginals: GridMarginals,
-                  lattice: np.ndarray | None = None) -> GridMarginals:
+def hub_marginals(summary: NoisySummary, marginals: GridMarginals) -> GridMarginals:
     """``marginals`` with the prior of each hub column (one in :data:`HUB_MIN_PAIRS` or more pairs
     on spread factors, not nullable) tilted to the mean of its factor that its pair answers and
     histogram imply together (:func:`core.candidates.mean_from_pairs`), where the pairs know it
@@ -136,8 +135,8 @@ def hub_marginals(summary: NoisySummary, marginals: GridMarginals,
         return marginals
     n = max(summary.noisy_count, 1.0)
     points = np.repeat(GridMarginals.centres(marginals.cells)[:, None], d, axis=1)
-    if lattice is not None:
-        points = snap_to_lattice(points, np.asarray(lattice))
+    if summary.levels is not None:
+        points = snap_to_lattice(points, summary.levels)
     factors = pairs.factors(points)  # (cells, d): each column's factor on its grid
     means = np.einsum("dc,cd->d", marginals.probabilities, factors)
     answers = np.clip(summary.factor_sums / n, -1.0, 1.0)
@@ -185,17 +184,16 @@ def private_correlation(summary: NoisySummary) -> np.ndarray | None:
     return correlation_from_covariance(corr)
 
 
-def make_candidates(summary: NoisySummary, params: SmoothPCAParams, rng: np.random.Generator,
-                    lattice: np.ndarray | None = None) -> Candidates:
+def make_candidates(summary: NoisySummary, params: SmoothPCAParams, rng: np.random.Generator) -> Candidates:
     """``params.candidates`` points from the private marginals (and copula), with their prior;
-    columns with a ``lattice`` size ``L > 0`` are snapped to the nearest of their ``L`` points."""
+    columns with ``summary.levels`` ``L > 0`` are snapped to the nearest of their ``L`` points."""
     marginals = marginal_priors(summary, params)
     if params.hub_means:
-        marginals = hub_marginals(summary, marginals, lattice)
+        marginals = hub_marginals(summary, marginals)
     correlation = private_correlation(summary)
     points, log_prior = marginal_candidates(marginals, params.candidates, rng, correlation,
                                             params.copula_share)
-    if lattice is not None:
-        points = snap_to_lattice(points, np.asarray(lattice))
+    if summary.levels is not None:
+        points = snap_to_lattice(points, summary.levels)
     share = params.copula_share if correlation is not None and summary.basis.d >= 2 else 0.0
     return Candidates(points, log_prior, marginals, share)

@@ -130,10 +130,10 @@ def _global_groups(found: list[Measurement]) -> tuple[np.ndarray, np.ndarray, np
 
 
 def _keep_prior_marginals(found: list[Measurement], support: Candidates,
-                          lattice: np.ndarray | None = None) -> list[Measurement]:
+                          levels: np.ndarray | None = None) -> list[Measurement]:
     """Let each histogram group leave at least the chi-square of the marginal the candidates were
     drawn from (a shrunk histogram is not pulled back to the noisy one); on a lattice column
-    (``lattice[j] > 0``), at least that of the prior on the candidates themselves, which sit on
+    (``levels[j] > 0``), at least that of the prior on the candidates themselves, which sit on
     its levels (a boolean's in the two end cells of four, where its shrunk marginal may have
     spread over all four): the fit must not chase the noise of cells that no candidate can fill.
     Continuous columns keep the marginal's chi-square: the candidates' own, which adds their
@@ -145,10 +145,10 @@ def _keep_prior_marginals(found: list[Measurement], support: Candidates,
             d, bins = m.queries.d, m.queries.bins
             drawn = support.marginals.probabilities.reshape(d, bins, -1).sum(axis=2).ravel()
             chi2 = np.bincount(m.groups, weights=((drawn - m.values) / m.std) ** 2, minlength=d)
-            if lattice is not None and np.any(lattice):
+            if levels is not None and np.any(levels):
                 held = m.queries.mass(support.points, support.prior_weights())
                 on_levels = np.bincount(m.groups, weights=((held - m.values) / m.std) ** 2, minlength=d)
-                chi2 = np.where(np.asarray(lattice) > 0, np.maximum(chi2, on_levels), chi2)
+                chi2 = np.where(np.asarray(levels) > 0, np.maximum(chi2, on_levels), chi2)
             m = dataclasses.replace(m, tolerance=np.maximum(m.tolerance, chi2 / bins))
         out.append(m)
     return out
@@ -230,19 +230,20 @@ def completed_where_unmeasured(summary: NoisySummary, points: np.ndarray, weight
     return matched
 
 
-def fit_from_summary(summary: NoisySummary, params: SmoothPCAParams, rng: np.random.Generator,
-                     lattice: np.ndarray | None = None) -> SynthesisResult:
+def fit_from_summary(summary: NoisySummary, params: SmoothPCAParams,
+                     rng: np.random.Generator) -> SynthesisResult:
     """Candidates, then the fit, then the sampling neighbourhood.
 
-    ``lattice[j] = L > 0`` marks a column whose values are ``L`` equally spaced points from -1 to
-    1 (integer, date, boolean and categorical columns, ``core/columns.py``): its candidates sit on
-    those points, as the data do, and it gets no jitter.
+    ``summary.levels[j] = L > 0`` marks a column whose values are ``L`` equally spaced points
+    from -1 to 1 (integer, date, boolean and categorical columns, ``core/columns.py``; public,
+    from the config): its candidates sit on those points, as the data do, and it gets no jitter.
     """
+    levels = summary.levels
     timings: dict[str, float] = {}
     start = time.perf_counter()
-    support = make_candidates(summary, params, rng, lattice)
+    support = make_candidates(summary, params, rng)
     found = _keep_prior_marginals(
-        measurements(summary, max(params.marginal_tolerance or 0.0, JOINT_MARGINAL_TOLERANCE)), support, lattice)
+        measurements(summary, max(params.marginal_tolerance or 0.0, JOINT_MARGINAL_TOLERANCE)), support, levels)
     a = noise_scaled_values(found, support.points)
     b = np.concatenate([m.values for m in found])
     sigma = np.concatenate([np.broadcast_to(m.std, m.values.shape) for m in found])
@@ -273,8 +274,8 @@ def fit_from_summary(summary: NoisySummary, params: SmoothPCAParams, rng: np.ran
     probs = support.marginals.probabilities
     spread = np.sqrt(np.maximum(probs @ centres**2 - (probs @ centres) ** 2, 1e-8))
     jitter = params.jitter * spread
-    if lattice is not None:
-        jitter = np.where(np.asarray(lattice) > 0, 0.0, jitter)
+    if levels is not None:
+        jitter = np.where(np.asarray(levels) > 0, 0.0, jitter)
     residual = (a @ weights.astype(np.float32)).astype(np.float64) - z  # in noise units
     reference_residual = (a @ reference.astype(np.float32)).astype(np.float64) - z
     return SynthesisResult(summary, support.points, weights, float(np.abs(sigma * reference_residual).sum()),

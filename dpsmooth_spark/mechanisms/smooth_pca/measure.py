@@ -109,7 +109,7 @@ def release_summary(
 
     summary = _release_marginals(sums, bounds, params, accountant, noise, noisy_count,
                                  accountant.share(marginal_share), nullable)
-    summary.levels = lattice
+    summary.levels = None if lattice is None else np.asarray(lattice, dtype=np.int64)
     if summary.null_counts is None and summary.histograms is not None:
         count_scale = next(c.scale for c in accountant.charges if c.stage == "count")
         summary.count_alone = noisy_count
@@ -122,7 +122,7 @@ def release_summary(
     per_function = (share - select_share) / max(basis.size + selected, 1)
     if basis.size:
         noise_per_function = per_function_noise(1, summary.noisy_count, accountant, accountant.share(per_function))
-        basis, factors = _split_factor_pairs(basis, summary, params, sums.degree, noise_per_function, lattice)
+        basis, factors = _split_factor_pairs(basis, summary, params, sums.degree, noise_per_function)
         exact = sums.basis_sums(basis) if basis.size else np.zeros(0)
         if factors is not None:
             exact = np.concatenate([exact, factors.sums(sums)])
@@ -139,10 +139,10 @@ def release_summary(
     if picks:
         _measure_selected_pairs(sums, summary, params, picks, accountant.share(share * ANCHOR_PICK_SELECTION),
                                 accountant.share(share * (1.0 - ANCHOR_PICK_SELECTION)), accountant, noise,
-                                lattice, among=anchors, stages=("anchor_selection", "anchor_pairs"))
+                                among=anchors, stages=("anchor_selection", "anchor_pairs"))
     if selected:
         _measure_selected_pairs(sums, summary, params, selected, accountant.share(select_share),
-                                accountant.share(per_function * selected), accountant, noise, lattice)
+                                accountant.share(per_function * selected), accountant, noise)
 
     if strategy == "psi":
         summary.pca = _run_psi(sums, summary, params, accountant, noise, rng,
@@ -157,8 +157,7 @@ def release_summary(
 
 def _measure_selected_pairs(sums: ExactSums, summary: NoisySummary, params: SmoothPCAParams, k: int,
                             select_budget: float, measure_budget: float, accountant: PrivacyAccountant,
-                            noise: NoiseSource, lattice: np.ndarray | None = None,
-                            among: tuple[int, ...] | None = None,
+                            noise: NoiseSource, among: tuple[int, ...] | None = None,
                             stages: tuple[str, str] = ("pair_selection", "selected_pairs")) -> None:
     """Pick ``k`` more first-order pairs in ``params.selection_rounds`` rounds and measure them
     on the summary's factors (``T_1`` without spread factors), appending them to its factor
@@ -179,7 +178,7 @@ def _measure_selected_pairs(sums: ExactSums, summary: NoisySummary, params: Smoo
     elif params.pair_factors == "spread" and sums.degree >= 2:
         coefficients = spread_factors(probabilities, sums.degree,
                                       noise=per_function_noise(1, n, accountant, measure_budget / k),
-                                      levels=lattice)
+                                      levels=summary.levels)
     else:
         coefficients = np.zeros((d, 2))
         coefficients[:, 1] = 1.0
@@ -216,18 +215,17 @@ def _measure_selected_pairs(sums: ExactSums, summary: NoisySummary, params: Smoo
 
 
 def _split_factor_pairs(basis: BasisSet, summary: NoisySummary, params: SmoothPCAParams,
-                        degree: int, noise: float,
-                        lattice: np.ndarray | None = None) -> tuple[BasisSet, FactorPairs | None]:
+                        degree: int, noise: float) -> tuple[BasisSet, FactorPairs | None]:
     """With ``pair_factors: spread``, the basis less its ``T_1(x_i) T_1(x_j)`` terms, and those
     pairs on the spread factors of the noisy histograms (post-processing of the released
-    marginals; ``degree``: the data pass's; ``noise``: the predicted normalised noise of one
-    pair answer, from public values; ``lattice``: levels per column, from the config)."""
+    marginals and the summary's public levels; ``degree``: the data pass's; ``noise``: the
+    predicted normalised noise of one pair answer, from public values)."""
     indices = basis.indices
     first = first_pairs(indices)
     if params.pair_factors != "spread" or not first.any() or summary.histograms is None or degree < 2:
         return basis, None
     pairs = np.array([np.flatnonzero(row) for row in indices[first]], dtype=np.int64)
-    coefficients = spread_factors(summary.marginal_probabilities(), degree, noise=noise, levels=lattice)
+    coefficients = spread_factors(summary.marginal_probabilities(), degree, noise=noise, levels=summary.levels)
     rest = BasisSet(basis.d, basis.degree, indices[~first])
     return rest, FactorPairs(coefficients, pairs)
 

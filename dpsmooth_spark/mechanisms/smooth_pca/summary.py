@@ -94,7 +94,9 @@ class NoisySummary:
         factor_sums: their sums plus noise, ``(R_f,)`` (released with the basis sums).
         factor_noise_std: standard deviation of the noise of each factor pair sum.
         noise: the noise's distribution, ``laplace`` (pure epsilon-DP) or ``gaussian``.
-        levels: ``(d,)`` lattice points per column from the config (0: continuous), or ``None``.
+        levels: ``(d,)`` lattice points per column from the config (0: continuous), or ``None``:
+            public; every later stage (marginals, spread factors, candidates, fit) reads them
+            here, and summary.json keeps them for a retry.
     """
 
     bounds: PublicBounds

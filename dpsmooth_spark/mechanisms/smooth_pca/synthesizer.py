@@ -30,11 +30,11 @@ def fit_from_sums(
     lattice: np.ndarray | None = None,
 ) -> SynthesisResult:
     """Every driver stage: the DP statistics, then :func:`fit_from_summary` (``lattice``:
-    levels per column, 0 continuous)."""
+    levels per column, 0 continuous; the summary keeps them for the later stages)."""
     start = time.perf_counter()
     summary = release_summary(sums, bounds, params, accountant, noise, rng, lattice=lattice)
     elapsed = time.perf_counter() - start
-    result = fit_from_summary(summary, params, rng, lattice)
+    result = fit_from_summary(summary, params, rng)
     result.timings = {"noise_and_psi": elapsed, **result.timings}
     return result
 
