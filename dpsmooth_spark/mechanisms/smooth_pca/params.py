@@ -77,8 +77,10 @@ class SmoothPCAParams(BaseModel):
         herding_rows: releases of up to this many rows pick their candidates by kernel herding
             (``core.sampling.herded_indices``): the sample's one- and two-way marginals and
             correlations follow the fitted distribution instead of adding the ``1 / sqrt(rows)``
-            error of independent draws (about 1 ms a row at d = 30); larger releases (and those
-            sampled on the executors) draw independently. 0 disables it.
+            error of independent draws (about 1 ms a row at d = 30), and the jittered columns'
+            values are then reordered among the rows so that the sample's correlation is the
+            fit's (``core.sampling.reorder_to_correlation``); larger releases (and those
+            sampled on the executors) draw independently. 0 disables both.
         unrelated_independent: every two columns no measurement covers get, in the fitted
             weights, the correlation the measured pairs imply where that is below the
             candidates' resolution (0 between columns no chain of measurements joins, ``r_iL
