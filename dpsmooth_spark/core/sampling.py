@@ -79,8 +79,9 @@ def herded_indices(points: np.ndarray, weights: np.ndarray, rows: int,
 
 
 REORDER_ROUNDS = 3
-"""Rounds of :func:`reorder_to_correlation` after herding (the third takes the remaining
-correlation error on digits at epsilon 0.1 from 0.001 to 0.0003; docs/benchmarks.md, stop 31)."""
+"""Rounds of :func:`reorder_to_correlation` after herding: on digits at epsilon 0.1 (1797 rows,
+two seeds) the mean correlation error against the fit goes 0.0052 -> 0.00027 -> 0.00013 ->
+0.00011 after rounds 1-3, and 0.00010 after 5 (docs/benchmarks.md, stop 31)."""
 
 
 def mixture_correlation(candidates: np.ndarray, weights: np.ndarray,
