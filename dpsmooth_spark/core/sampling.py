@@ -113,11 +113,14 @@ def reorder_to_correlation(sample: np.ndarray, target: np.ndarray, movable: np.n
     """
     x = np.array(sample, dtype=np.float64, copy=True)
     rows = x.shape[0]
+    movable = np.asarray(movable, dtype=bool)
+    if rows < 3:
+        return x
     for _ in range(rounds):
         spread = x.std(axis=0)
         varying = np.flatnonzero(spread > 1e-12)
-        moving = np.asarray(movable, dtype=bool)[varying]
-        if rows < 3 or varying.size < 2 or not moving.any():
+        moving = movable[varying]
+        if varying.size < 2 or not moving.any():
             break
         z = (x[:, varying] - x[:, varying].mean(axis=0)) / spread[varying]
         scores = _target_scores(z, z.T @ z / rows, target[np.ix_(varying, varying)], moving)

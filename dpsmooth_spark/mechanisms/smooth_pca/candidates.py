@@ -116,7 +116,8 @@ def hub_marginals(summary: NoisySummary, marginals: GridMarginals) -> GridMargin
     """``marginals`` with the prior of each hub column (one in :data:`HUB_MIN_PAIRS` or more pairs
     on spread factors, not nullable) tilted to the mean of its factor that its pair answers and
     histogram imply together (:func:`core.candidates.mean_from_pairs`), where the pairs know it
-    much better than the histogram (:data:`HUB_PAIRS_PRECISION`). Post-processing only.
+    much better than the histogram (:data:`HUB_PAIRS_PRECISION`); a lattice column's factor is
+    read at its levels (``summary.levels``). Post-processing only.
 
     A hub's histogram is one of ``d`` that share the marginals' budget; its pairs' answers
     ``E[p_h p_i]`` each read ``E[p_h] E[p_i]`` where there is no relation. On digits at epsilon 1

@@ -148,7 +148,7 @@ def _keep_prior_marginals(found: list[Measurement], support: Candidates,
             if levels is not None and np.any(levels):
                 held = m.queries.mass(support.points, support.prior_weights())
                 on_levels = np.bincount(m.groups, weights=((held - m.values) / m.std) ** 2, minlength=d)
-                chi2 = np.where(np.asarray(levels) > 0, np.maximum(chi2, on_levels), chi2)
+                chi2 = np.where(levels > 0, np.maximum(chi2, on_levels), chi2)
             m = dataclasses.replace(m, tolerance=np.maximum(m.tolerance, chi2 / bins))
         out.append(m)
     return out
@@ -238,7 +238,7 @@ def fit_from_summary(summary: NoisySummary, params: SmoothPCAParams,
     from -1 to 1 (integer, date, boolean and categorical columns, ``core/columns.py``; public,
     from the config): its candidates sit on those points, as the data do, and it gets no jitter.
     """
-    levels = summary.levels
+    levels = None if summary.levels is None else np.asarray(summary.levels)
     timings: dict[str, float] = {}
     start = time.perf_counter()
     support = make_candidates(summary, params, rng)
@@ -275,7 +275,7 @@ def fit_from_summary(summary: NoisySummary, params: SmoothPCAParams,
     spread = np.sqrt(np.maximum(probs @ centres**2 - (probs @ centres) ** 2, 1e-8))
     jitter = params.jitter * spread
     if levels is not None:
-        jitter = np.where(np.asarray(levels) > 0, 0.0, jitter)
+        jitter = np.where(levels > 0, 0.0, jitter)
     residual = (a @ weights.astype(np.float32)).astype(np.float64) - z  # in noise units
     reference_residual = (a @ reference.astype(np.float32)).astype(np.float64) - z
     return SynthesisResult(summary, support.points, weights, float(np.abs(sigma * reference_residual).sum()),
