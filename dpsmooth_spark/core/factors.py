@@ -234,9 +234,20 @@ def copula_correlations_and_noise(factors: FactorPairs, probabilities: np.ndarra
     Measured at independence, not at the noisy answer, where a draw beyond every copula's answer
     sits on the flat end of the map and would look precise. One expectation table serves both."""
     expectation = _copula_expectation(factors, probabilities)
-    centre = expectation(np.zeros(factors.size))
     rho = _invert(expectation, np.asarray(answers, dtype=np.float64))
-    return rho, 0.5 * (_invert(expectation, centre + std) - _invert(expectation, centre - std))
+    return rho, copula_noise(factors, probabilities, std, expectation)
+
+
+def copula_noise(factors: FactorPairs, probabilities: np.ndarray, std: float,
+                 expectation: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray:
+    """Per pair, the standard deviation that answer noise ``std`` gives the correlation of the
+    Gaussian copula read off its answer, near independence (as
+    :func:`copula_correlations_and_noise` takes it; 0.99 where that noise spans every
+    correlation). Needs no answer: from the private marginals and a public noise scale, it says
+    before a pair is measured whether its measurement could tell a relation from none."""
+    expectation = _copula_expectation(factors, probabilities) if expectation is None else expectation
+    centre = expectation(np.zeros(factors.size))
+    return 0.5 * (_invert(expectation, centre + std) - _invert(expectation, centre - std))
 
 
 def _copula_expectation(factors: FactorPairs, probabilities: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
