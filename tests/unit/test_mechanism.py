@@ -533,7 +533,7 @@ def test_columns_no_measurement_relates_come_out_uncorrelated(seed):
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_pairs_measured_only_through_a_label_come_out_as_the_label_implies(seed):
     """A 0/1 label and 12 skewed columns, 3000 rows, epsilon 2; only the label's pairs are
-    measured. Two columns follow the label (fitted correlation 0.82-0.87), ten do not. Given
+    measured (no pair selection). Two columns follow the label (fitted correlation 0.82-0.87), ten do not. Given
     the label, the maximum-entropy fit makes the columns independent, so two columns' correlation
     is ``r_iL r_jL``. Where that is below the candidates' chance (two deviations, 0.032 here), the
     fit alone misses it by up to 0.037-0.047 (the candidates' own correlation); with
@@ -552,7 +552,7 @@ def test_pairs_measured_only_through_a_label_come_out_as_the_label_implies(seed)
     upper = np.triu_indices(13, 1)
     runs = {}
     for flag in (True, False):
-        result = SmoothSynthesizer(2.0, bounds, params=SmoothPCAParams(pair_columns=("label",),
+        result = SmoothSynthesizer(2.0, bounds, params=SmoothPCAParams(pair_columns=("label",), pair_selection="off",
                                                                        unrelated_independent=flag),
                                    levels={"label": 2}, random_state=seed).fit(table).result_
         assert result.summary.factor_pairs.size == 12
@@ -903,8 +903,8 @@ def test_max_entropy_correlation_is_the_graphical_model_of_the_measured_pairs():
 
 def test_anchor_pairs_alone_keep_the_labels_relations_and_what_they_imply():
     """20 narrow columns each ``2 y + N(0, 0.6)`` with a 0/1 label ``y`` (real correlations 0.86
-    with the label, 0.73 between columns), 2000 rows at epsilon 10: ``auto`` measures the label's
-    20 anchor pairs alone. Candidates drawn as independent columns could not hold them (label
+    with the label, 0.73 between columns), 2000 rows at epsilon 10: ``auto`` without pair
+    selection measures the label's 20 anchor pairs alone (with it, every pair). Candidates drawn as independent columns could not hold them (label
     correlations came back at 0.50-0.53 and those between columns at 0.24-0.26 over seeds 0-2);
     with the copula of the measured pairs' maximum-entropy completion, 0.69-0.72 and 0.68-0.78.
     Thresholds at 0.75x and 0.7x-1.2x the real values; seed 0 is checked, and none of seeds 0-2
@@ -915,8 +915,8 @@ def test_anchor_pairs_alone_keep_the_labels_relations_and_what_they_imply():
     x = 2.0 * y[:, None] + rng.normal(0.0, 0.6, (n, k))
     columns = {f"x{j}": x[:, j] for j in range(k)} | {"y": y}
     bounds = {f"x{j}": (-10.0, 10.0) for j in range(k)} | {"y": (0.0, 1.0)}
-    synth = SmoothSynthesizer(10.0, bounds, params=SmoothPCAParams(pair_columns=("y",)), levels={"y": 2},
-                              random_state=0)
+    synth = SmoothSynthesizer(10.0, bounds, params=SmoothPCAParams(pair_columns=("y",), pair_selection="off"),
+                              levels={"y": 2}, random_state=0)
     out = synth.fit(columns).sample(n)
     assert synth.result_.summary.functions == k  # the anchor pairs alone
     real = np.corrcoef(np.column_stack([columns[c] for c in bounds]), rowvar=False)
@@ -969,6 +969,46 @@ def test_pair_selection_finds_a_relation_the_anchors_do_not_carry(seed):
         assert independent.mean() < 0.05 and independent.max() < 0.2, (mode, independent)
     assert found["on"][0] and found["on"][1] >= 0.6, found
     assert not found["off"][0] and abs(found["off"][1]) < 0.2, found
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_pair_selection_leaves_out_pairs_its_measurement_cannot_resolve(seed):
+    """The six-column table plus ``r``, at its lower bound in 99% of the rows (``x3`` in the
+    rest): at epsilon 0.1 a pair of ``r`` would be measured with a correlation noise of about
+    0.9 (its factor varies in 200 rows), against ``RESOLVABLE_STD`` (0.2), so the selection
+    never picks one and the release leaves them unmeasured. Deterministic given the private
+    marginals; without that rule the picks held 1-3 pairs of ``r`` in each of these seeds."""
+    columns, bounds = _pair_table(20_000, 7)
+    rng = np.random.default_rng(11)
+    columns["r"] = np.where(rng.random(20_000) < 0.01, columns["x3"], -1.0)
+    bounds["r"] = (-1.0, 1.0)
+    names = list(bounds)
+    synth = SmoothSynthesizer(0.1, bounds, params=SmoothPCAParams(pair_columns=("y",), pair_selection="on",
+                                                                   selection_fraction=0.5),
+                              levels={"y": 2}, random_state=seed).fit(columns)
+    assert "pair_selection" in [c.stage for c in synth.accountant_.charges]
+    pairs = [sorted(names[i] for i in pair) for pair in synth.result_.summary.factor_pairs.pairs.tolist()]
+    picked = [pair for pair in pairs if "y" not in pair]
+    assert len(picked) == 6 and not [pair for pair in picked if "r" in pair], picked
+
+
+def test_pair_selection_with_no_resolvable_pair_picks_and_spends_nothing(monkeypatch):
+    """With no unmeasured pair resolvable (the limit set to 0), the selection picks none and
+    measures none: the anchor pairs stay the only pairs, no selection is charged, the release
+    completes, and the selection's and measurement's shares stay unspent."""
+    from dpsmooth_spark.mechanisms.smooth_pca import measure
+
+    monkeypatch.setattr(measure, "RESOLVABLE_STD", 0.0)
+    columns, bounds = _pair_table(20_000, 7)
+    synth = SmoothSynthesizer(0.1, bounds, params=SmoothPCAParams(pair_columns=("y",), pair_selection="on",
+                                                                   selection_fraction=0.5),
+                              levels={"y": 2}, random_state=0).fit(columns)
+    stages = [c.stage for c in synth.accountant_.charges]
+    assert "pair_selection" not in stages and "selected_pairs" not in stages, stages
+    assert synth.accountant_.spent_epsilon() < 0.1
+    pairs = synth.result_.summary.factor_pairs.pairs
+    assert (pairs == list(bounds).index("y")).any(axis=1).all()
+    assert len(synth.sample(1000)["y"]) == 1000
 
 
 def test_james_stein_targets_keep_clear_relations_that_the_ball_weakens():
