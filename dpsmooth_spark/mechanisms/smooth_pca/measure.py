@@ -184,16 +184,15 @@ def _measure_selected_pairs(sums: ExactSums, summary: NoisySummary, params: Smoo
     Gaussian copula of :meth:`NoisySummary.completed_correlation` (the model of what is
     measured so far, DP) expects. Noisy top-k picks that round's pairs from
     ``select_budget * k_t / k``, and they are measured with ``measure_budget * k_t / k``, the
-    noise of every other basis function."""
+    noise of every other basis function (``planned``)."""
     d = summary.bounds.d
     n = max(summary.noisy_count, 1.0)
     probabilities = summary.marginal_probabilities()
+    planned = per_function_noise(1, n, accountant, measure_budget / k)  # each picked pair's noise
     if summary.factor_pairs is not None:
         coefficients = summary.factor_pairs.coefficients
     elif params.pair_factors == "spread" and sums.degree >= 2:
-        coefficients = spread_factors(probabilities, sums.degree,
-                                      noise=per_function_noise(1, n, accountant, measure_budget / k),
-                                      levels=summary.levels)
+        coefficients = spread_factors(probabilities, sums.degree, noise=planned, levels=summary.levels)
     else:
         coefficients = np.zeros((d, 2))
         coefficients[:, 1] = 1.0
@@ -206,7 +205,6 @@ def _measure_selected_pairs(sums: ExactSums, summary: NoisySummary, params: Smoo
         taken |= ~(touches[:, None] | touches[None, :])
     candidates = np.column_stack(upper)[~taken[upper]]
     if among is None and k < len(candidates):  # pick among pairs whose measurement can resolve one
-        planned = per_function_noise(1, n, accountant, measure_budget / k)
         resolved = copula_noise(FactorPairs(coefficients, candidates), probabilities, planned) <= RESOLVABLE_STD
         candidates = candidates[resolved]
     exact = FactorPairs(coefficients, candidates).sums(sums)
