@@ -177,7 +177,10 @@ def _measure_selected_pairs(sums: ExactSums, summary: NoisySummary, params: Smoo
     given, in one round (the anchor picks), charged as ``stages`` (selection, measurement).
     Without ``among``, where there are more unmeasured pairs than ``k``, only those that the
     measurement resolves (:data:`RESOLVABLE_STD`) are candidates; where they are fewer than
-    ``k`` every one is measured, without a selection, at the noise planned for ``k``.
+    ``k`` every one is measured, without a selection, at the noise planned for ``k``. The anchor
+    picks are not restricted: they look for a label's clearest relation at a noise that resolves
+    few of its pairs (WDBC at epsilon 0.1: copula noise 0.18-0.52, median 0.33-0.46 over two
+    seeds), and that pick is what keeps the label's relation there (docs/benchmarks.md, stop 25).
 
     Each round scores every unmeasured pair by ``|S_ij - n~ E_ij|``: ``S_ij`` the exact sum of
     ``p_i(x_i) p_j(x_j)`` (moved by at most 1 by a record), ``E_ij`` the answer that the
