@@ -417,6 +417,89 @@ def test_a_histogram_the_noise_swamps_does_not_pile_into_one_cell():
     assert np.mean(largest) < 0.42
 
 
+def test_swamped_histograms_take_the_shape_their_columns_share():
+    """30 columns with one skewed shape (0.55 / 0.3 / 0.1 / 0.05 on 4 cells), each histogram
+    with Laplace share noise 0.4 (its own James-Stein factor about 0.2: WDBC at epsilon 0.1
+    has 0.0-0.4): each column's marginal shrunk towards the shape of the other 29
+    (``shared_shape``, whose mean has 29x less noise variance) is on average closer to the truth
+    than the marginal shrunk towards uniform (Wasserstein-1 over 40 seeded draws: measured
+    0.201 against 0.313, ratio 0.64; the bound 0.75 is several standard errors above it)."""
+    from dpsmooth_spark.core.candidates import histogram_density, shared_shape
+
+    def w1(p: np.ndarray, truth: np.ndarray) -> float:  # cells of width 0.5 on [-1, 1]
+        return 0.5 * float(np.abs(np.cumsum(p - truth)[:-1]).sum())
+
+    rng = np.random.default_rng(0)
+    truth, std = np.array([0.55, 0.3, 0.1, 0.05]), 0.4
+    ours, uniform_target = [], []
+    for _ in range(40):
+        shares = truth + rng.laplace(0.0, std / np.sqrt(2.0), (30, 4))
+        for j in range(30):
+            own = histogram_density(shares[j], np.full(4, std), 4)
+            shape = shared_shape(np.delete(shares, j, axis=0), std)
+            shrunk = own if shape is None else histogram_density(shares[j], np.full(4, std), 4, *shape)
+            ours.append(w1(shrunk, truth))
+            uniform_target.append(w1(own, truth))
+    assert np.mean(ours) < 0.75 * np.mean(uniform_target)
+
+
+def test_a_shared_shape_the_noise_swamps_too_is_not_used():
+    """Four uniform columns, each histogram with share noise 1.17 (wine at epsilon 0.1): the
+    other three columns' mean is noise, and a marginal shrunk towards it lands on average 1.7x
+    farther from the truth than one shrunk towards uniform (computed here without
+    ``shared_shape``: 0.188 against 0.112 over 500 seeded draws). ``shared_shape`` uses the mean
+    only where it is clear, so the marginal stays within 5% of the uniform target's. A clear
+    histogram is kept as measured whatever the target."""
+    from dpsmooth_spark.core.candidates import histogram_density, shared_shape
+
+    def w1(p: np.ndarray) -> float:
+        return 0.5 * float(np.abs(np.cumsum(p - 0.25)[:-1]).sum())
+
+    rng = np.random.default_rng(1)
+    std, mean_std = 1.17, 1.17 / np.sqrt(3.0)
+    gated, ungated, uniform_target = [], [], []
+    for _ in range(500):
+        shares = 0.25 + rng.laplace(0.0, std / np.sqrt(2.0), (4, 4))
+        own = histogram_density(shares[0], np.full(4, std), 4)
+        shape = shared_shape(shares[1:], std)
+        gated.append(w1(own if shape is None else histogram_density(shares[0], np.full(4, std), 4, *shape)))
+        noisy_mean = histogram_density(shares[1:].mean(axis=0), np.full(4, mean_std), 4)
+        ungated.append(w1(histogram_density(shares[0], np.full(4, std), 4, noisy_mean, mean_std)))
+        uniform_target.append(w1(own))
+    assert np.mean(ungated) > 1.3 * np.mean(uniform_target)  # the premise
+    assert np.mean(gated) < 1.05 * np.mean(uniform_target)
+
+    clear = np.array([0.7, 0.2, 0.1, 0.0])
+    np.testing.assert_allclose(histogram_density(clear, np.full(4, 0.01), 4, np.array([0.1, 0.2, 0.3, 0.4]), 0.01),
+                               histogram_density(clear, np.full(4, 0.01), 4))
+
+
+def test_a_summarys_continuous_marginals_share_a_shape_and_its_lattice_columns_do_not():
+    """A summary of 40 continuous columns, all in the lower half of their bounds (0.6 / 0.4 / 0
+    / 0 on 4 cells), and a 0/1 column, each histogram with share noise 0.7 (1000 rows): the
+    continuous marginals hold more of their mass in the lower half than each histogram alone
+    shrunk towards uniform, by more than 0.05 on average in each of seeds 0-3 (measured 0.69 /
+    0.81 / 0.67 / 0.84 against 0.58 / 0.61 / 0.55 / 0.59); the 0/1 column's marginal is
+    ``lattice_density``'s, whatever the others' shape."""
+    from dpsmooth_spark.core.basis import BasisSet, PublicBounds
+    from dpsmooth_spark.core.candidates import histogram_density, lattice_density
+    from dpsmooth_spark.mechanisms.smooth_pca.summary import NoisySummary
+
+    n, std, m = 1000.0, 0.7, 40
+    truth = np.vstack([np.tile([0.6, 0.4, 0.0, 0.0], (m, 1)), [0.7, 0.0, 0.0, 0.3]])
+    bounds = PublicBounds.from_mapping({f"c{i}": (0.0, 1.0) for i in range(m + 1)})
+    for seed in range(4):
+        rng = np.random.default_rng(seed)
+        histograms = n * (truth + rng.laplace(0.0, std / np.sqrt(2.0), truth.shape))
+        summary = NoisySummary(bounds, BasisSet(m + 1, 1, np.zeros((0, m + 1), dtype=np.int64)), n, np.zeros(0),
+                               np.zeros(0), histograms, std * n, levels=np.array([0] * m + [2]))
+        lower = np.mean([summary.marginal_density(i, 4)[:2].sum() for i in range(m)])
+        alone = np.mean([histogram_density(h / n, np.full(4, std), 4)[:2].sum() for h in histograms[:m]])
+        assert lower > alone + 0.05, (seed, lower, alone)
+        np.testing.assert_allclose(summary.marginal_density(m, 4),
+                                   lattice_density(histograms[m] / n, np.full(4, std), 4, 2))
+
+
 def test_a_lattice_columns_marginal_reads_only_the_bins_that_hold_its_points():
     """A column of declared levels has its mass on the grid cells of its points, and the noise
     in a bin that holds none of them (the middle two of a 0/1 column's four) moves nothing.
