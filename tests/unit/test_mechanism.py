@@ -375,7 +375,10 @@ def test_shrinkage_bound_is_the_best_factor_for_the_farthest_histogram():
     (one cell holds everything) the factor ``f`` of ``u + f (y - u)`` with the least squared
     error over 200,000 seeded Laplace draws (least squares over the draws, no code under test)
     is the bound, for 4 cells with share noise 1.17 (wine at epsilon 0.1) and 16 cells with
-    0.05; the simulated factor's standard error is below 0.3% of it."""
+    0.05; the simulated factor's standard error is below 0.3% of it. The same towards a
+    skewed target (0.55 / 0.3 / 0.1 / 0.05, a shared shape), whose farthest histogram holds
+    everything in the target's smallest cell: share noise 0.5 and 1.17 (simulated 0.565 and
+    0.193)."""
     from dpsmooth_spark.core.candidates import largest_shrinkage_factor
 
     rng = np.random.default_rng(0)
@@ -385,6 +388,11 @@ def test_shrinkage_bound_is_the_best_factor_for_the_farthest_histogram():
         draws = truth + rng.laplace(0.0, std / np.sqrt(2.0), (200_000, k))
         best = float(((draws - uniform) @ (truth - uniform)).sum() / ((draws - uniform) ** 2).sum())
         assert largest_shrinkage_factor(k, np.full(k, std)) == pytest.approx(best, rel=0.01)
+    target, truth = np.array([0.55, 0.3, 0.1, 0.05]), np.eye(4)[3]
+    for std in (0.5, 1.17):
+        draws = truth + rng.laplace(0.0, std / np.sqrt(2.0), (200_000, 4))
+        best = float(((draws - target) @ (truth - target)).sum() / ((draws - target) ** 2).sum())
+        assert largest_shrinkage_factor(4, np.full(4, std), target) == pytest.approx(best, rel=0.01)
 
 
 def test_a_histogram_the_noise_swamps_does_not_pile_into_one_cell():
