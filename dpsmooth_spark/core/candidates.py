@@ -134,7 +134,8 @@ def shared_shape(others: np.ndarray, std: float) -> tuple[np.ndarray, float] | N
     columns' noisy histograms (``(m, k)`` shares, each cell with noise ``std``, independent
     across columns) where that mean is clear (:data:`CLEAR_FACTOR`), made a distribution as
     :func:`histogram_density` does, and the noise of the mean, ``std / sqrt(m)``; ``None`` where
-    the mean is not clear either (the histogram is then shrunk towards uniform).
+    the mean is not clear either, or there are fewer than ``SHARED_SHAPE_MIN_COLUMNS - 1`` other
+    columns (the histogram is then shrunk towards uniform).
 
     Where no column's noisy histogram can be told from uniform, the others' mean often can: it
     has ``m`` times less noise variance. Public bounds are set wide, so a table's columns tend to
@@ -146,6 +147,8 @@ def shared_shape(others: np.ndarray, std: float) -> tuple[np.ndarray, float] | N
     Post-processing of the noisy histograms (docs/mechanisms.md, "candidates";
     docs/benchmarks.md, stop 33)."""
     m, k = others.shape
+    if m + 1 < SHARED_SHAPE_MIN_COLUMNS:
+        return None
     mean, mean_std = others.mean(axis=0), np.full(k, std / np.sqrt(m))
     if _shrinkage_factor(mean, mean_std, np.full(k, 1.0 / k)) < CLEAR_FACTOR:
         return None

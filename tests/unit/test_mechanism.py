@@ -395,6 +395,12 @@ def test_shrinkage_bound_is_the_best_factor_for_the_farthest_histogram():
         assert largest_shrinkage_factor(4, np.full(4, std), target) == pytest.approx(best, rel=0.01)
 
 
+def cells_w1(p: np.ndarray, truth: np.ndarray | float) -> float:
+    """Wasserstein-1 between two distributions on equal cells of [-1, 1]."""
+    diff = np.asarray(p, dtype=np.float64) - truth
+    return 2.0 / diff.size * float(np.abs(np.cumsum(diff)[:-1]).sum())
+
+
 def test_a_histogram_the_noise_swamps_does_not_pile_into_one_cell():
     """4 cells of a spread column (wine's first column: 0.1 / 0.35 / 0.4 / 0.15) with share noise
     1.17 (wine at epsilon 0.1): a chi-square of 8 or more from the noise alone gives a
@@ -409,18 +415,15 @@ def test_a_histogram_the_noise_swamps_does_not_pile_into_one_cell():
     truth = np.array([0.1, 0.35, 0.4, 0.15])
     uniform = np.full(4, 0.25)
 
-    def w1(p: np.ndarray) -> float:  # cells of width 0.5 on [-1, 1]
-        return 0.5 * float(np.abs(np.cumsum(p - truth)[:-1]).sum())
-
     capped, uncapped, largest = [], [], []
     for _ in range(200):
         shares = truth + rng.laplace(0.0, 1.17 / np.sqrt(2.0), 4)
         density = histogram_density(shares, np.full(4, 1.17), 4)
-        capped.append(w1(density))
+        capped.append(cells_w1(density, truth))
         largest.append(density.max())
         factor = max(0.0, 1.0 - 2.0 / float((((shares - uniform) / 1.17) ** 2).sum()))
         mass = np.maximum(uniform + factor * (shares - uniform), 0.0)
-        uncapped.append(w1(mass / mass.sum()))
+        uncapped.append(cells_w1(mass / mass.sum(), truth))
     assert np.mean(capped) < 0.85 * np.mean(uncapped)
     assert np.mean(largest) < 0.42
 
@@ -434,9 +437,6 @@ def test_swamped_histograms_take_the_shape_their_columns_share():
     0.201 against 0.313, ratio 0.64; the bound 0.75 is several standard errors above it)."""
     from dpsmooth_spark.core.candidates import histogram_density, shared_shape
 
-    def w1(p: np.ndarray, truth: np.ndarray) -> float:  # cells of width 0.5 on [-1, 1]
-        return 0.5 * float(np.abs(np.cumsum(p - truth)[:-1]).sum())
-
     rng = np.random.default_rng(0)
     truth, std = np.array([0.55, 0.3, 0.1, 0.05]), 0.4
     ours, uniform_target = [], []
@@ -446,8 +446,8 @@ def test_swamped_histograms_take_the_shape_their_columns_share():
             own = histogram_density(shares[j], np.full(4, std), 4)
             shape = shared_shape(np.delete(shares, j, axis=0), std)
             shrunk = own if shape is None else histogram_density(shares[j], np.full(4, std), 4, *shape)
-            ours.append(w1(shrunk, truth))
-            uniform_target.append(w1(own, truth))
+            ours.append(cells_w1(shrunk, truth))
+            uniform_target.append(cells_w1(own, truth))
     assert np.mean(ours) < 0.75 * np.mean(uniform_target)
 
 
@@ -460,9 +460,6 @@ def test_a_shared_shape_the_noise_swamps_too_is_not_used():
     histogram is kept as measured whatever the target."""
     from dpsmooth_spark.core.candidates import histogram_density, shared_shape
 
-    def w1(p: np.ndarray) -> float:
-        return 0.5 * float(np.abs(np.cumsum(p - 0.25)[:-1]).sum())
-
     rng = np.random.default_rng(1)
     std, mean_std = 1.17, 1.17 / np.sqrt(3.0)
     gated, ungated, uniform_target = [], [], []
@@ -470,10 +467,10 @@ def test_a_shared_shape_the_noise_swamps_too_is_not_used():
         shares = 0.25 + rng.laplace(0.0, std / np.sqrt(2.0), (4, 4))
         own = histogram_density(shares[0], np.full(4, std), 4)
         shape = shared_shape(shares[1:], std)
-        gated.append(w1(own if shape is None else histogram_density(shares[0], np.full(4, std), 4, *shape)))
+        gated.append(cells_w1(own if shape is None else histogram_density(shares[0], np.full(4, std), 4, *shape), 0.25))
         noisy_mean = histogram_density(shares[1:].mean(axis=0), np.full(4, mean_std), 4)
-        ungated.append(w1(histogram_density(shares[0], np.full(4, std), 4, noisy_mean, mean_std)))
-        uniform_target.append(w1(own))
+        ungated.append(cells_w1(histogram_density(shares[0], np.full(4, std), 4, noisy_mean, mean_std), 0.25))
+        uniform_target.append(cells_w1(own, 0.25))
     assert np.mean(ungated) > 1.3 * np.mean(uniform_target)  # the premise
     assert np.mean(gated) < 1.05 * np.mean(uniform_target)
 

@@ -20,7 +20,6 @@ from dpsmooth_spark.core.basis import (
     coarsen_histograms,
 )
 from dpsmooth_spark.core.candidates import (
-    SHARED_SHAPE_MIN_COLUMNS,
     histogram_density,
     lattice_density,
     max_entropy_correlation,
@@ -236,22 +235,17 @@ class NoisySummary:
         """Column ``column``'s noisy histogram made a distribution on ``cells`` grid cells:
         :func:`core.candidates.lattice_density` on a column of declared levels, else
         :func:`core.candidates.histogram_density`, a histogram its noise swamps shrunk towards
-        the other continuous columns' shape (:func:`core.candidates.shared_shape`) where there
-        are at least :data:`~core.candidates.SHARED_SHAPE_MIN_COLUMNS` continuous columns."""
+        the other continuous columns' shape where they have one (:func:`core.candidates.shared_shape`)."""
         n = max(self.noisy_count, 1.0)
         bins = self.histograms.shape[1]
         shares, std = self.histograms[column] / n, np.full(bins, self.histogram_noise_std / n)
         levels = 0 if self.levels is None else int(self.levels[column])
         if levels >= 2:
             return lattice_density(shares, std, cells, levels, laplace=self.noise == "laplace")
-        continuous = np.flatnonzero(self.levels < 2) if self.levels is not None else np.arange(self.bounds.d)
-        if continuous.size < SHARED_SHAPE_MIN_COLUMNS:
-            return histogram_density(shares, std, cells)
+        continuous = np.arange(self.bounds.d) if self.levels is None else np.flatnonzero(self.levels < 2)
         others = continuous[continuous != column]
         shape = shared_shape(self.histograms[others] / n, self.histogram_noise_std / n)
-        if shape is None:
-            return histogram_density(shares, std, cells)
-        return histogram_density(shares, std, cells, target=shape[0], target_std=shape[1])
+        return histogram_density(shares, std, cells, *(shape or ()))
 
     def measured_pairs(self) -> np.ndarray:
         """``(m, 2)`` the column pairs with a first-order pair term (``T_1 T_1`` or factors),
