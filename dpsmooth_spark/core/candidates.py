@@ -146,13 +146,22 @@ def shared_shape(others: np.ndarray, std: float) -> tuple[np.ndarray, float] | N
     (4 cells, three other columns with share noise 1.17, as iris and wine at epsilon 0.1).
     Post-processing of the noisy histograms (docs/mechanisms.md, "candidates";
     docs/benchmarks.md, stop 33)."""
-    m, k = others.shape
+    m = others.shape[0]
     if m + 1 < SHARED_SHAPE_MIN_COLUMNS:
         return None
-    mean, mean_std = others.mean(axis=0), np.full(k, std / np.sqrt(m))
-    if _shrinkage_factor(mean, mean_std, np.full(k, 1.0 / k)) < CLEAR_FACTOR:
+    return clear_shape(others.mean(axis=0), std / np.sqrt(m))
+
+
+def clear_shape(shares: np.ndarray, std: float) -> tuple[np.ndarray, float] | None:
+    """``shares`` (``k`` cells, each with noise ``std``) made a distribution as
+    :func:`histogram_density` does, and ``std``, where they are clear (:data:`CLEAR_FACTOR`
+    against uniform); ``None`` where not: a target for swamped histograms
+    (:func:`shared_shape`; the pooled histogram, docs/privacy.md section 3f)."""
+    k = len(shares)
+    std_cells = np.full(k, float(std))
+    if _shrinkage_factor(shares, std_cells, np.full(k, 1.0 / k)) < CLEAR_FACTOR:
         return None
-    return histogram_density(mean, mean_std, k), float(mean_std[0])
+    return histogram_density(shares, std_cells, k), float(std)
 
 
 def level_bins(levels: int, bins: int) -> np.ndarray:

@@ -61,6 +61,21 @@ def release_histograms(counts: np.ndarray, budget: float, accountant: PrivacyAcc
     return noisy, scale
 
 
+def release_pooled_histogram(counts: np.ndarray, columns: int, budget: float,
+                             accountant: PrivacyAccountant, noise: NoiseSource) -> tuple[np.ndarray, float]:
+    """``(B,)`` pooled histogram counts of ``columns`` columns (every value of those columns in one
+    histogram) plus Laplace noise for ``budget`` (L1 sensitivity ``columns``); pure epsilon-DP
+    only (its L2 sensitivity is ``columns`` too, no better than the columns' own histograms);
+    returns (noisy counts, scale)."""
+    if not accountant.pure:
+        raise ValueError("the pooled histogram is measured under pure epsilon-DP only")
+    sens = sensitivity.pooled_histogram_l1(columns)
+    scale = accountant.noise_scale(sens, budget)
+    noisy = add_noise(np.asarray(counts, dtype=np.float64), scale, accountant, noise)
+    accountant.charge("pooled_histogram", sens, scale)
+    return noisy, scale
+
+
 def noise_std(scale: float, accountant: PrivacyAccountant) -> float:
     """Standard deviation of one noise draw of ``scale`` (Laplace: sqrt(2) b)."""
     return (np.sqrt(2.0) if accountant.pure else 1.0) * scale

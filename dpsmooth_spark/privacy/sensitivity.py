@@ -33,6 +33,12 @@ def histograms_l2(d: int) -> float:
     return math.sqrt(d)
 
 
+def pooled_histogram_l1(m: int) -> float:
+    """L1 sensitivity of the pooled histogram of ``m`` columns (all their values counted in one
+    histogram): a record adds 1 to a cell for each of its ``m`` values (privacy.md §3f)."""
+    return float(m)
+
+
 def psi_product_l1(d: int, k: int) -> float:
     """L1 sensitivity of ``S X`` with ``S = sum x x^T``, ``X`` orthonormal ``d x k`` (privacy.md §4).
 

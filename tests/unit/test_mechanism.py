@@ -505,6 +505,70 @@ def test_a_summarys_continuous_marginals_share_a_shape_and_its_lattice_columns_d
                                    lattice_density(histograms[m] / n, np.full(4, std), 4, 2))
 
 
+def _pooled_release(epsilon: float, seed: int, delta: float = 0.0, **params):
+    """A summary of 30 continuous columns in the lower part of their bounds (Beta(1.5, 6) on
+    [0, 1]) and a 0/1 label, 600 rows; and the 30 columns' true shares on its histograms' cells."""
+    from dpsmooth_spark.core.basis import PublicBounds, coarsen_histograms, partial_sums
+    from dpsmooth_spark.mechanisms.smooth_pca import release_summary
+    from dpsmooth_spark.privacy.accountant import PrivacyAccountant
+    from dpsmooth_spark.privacy.noise import NoiseSource
+
+    data_rng = np.random.default_rng(7)
+    table = np.column_stack([data_rng.beta(1.5, 6.0, (600, 30)), data_rng.integers(0, 2, 600)])
+    bounds = PublicBounds.from_mapping({f"c{i}": (0.0, 1.0) for i in range(31)})
+    lattice = np.array([0] * 30 + [2])
+    p = SmoothPCAParams(pair_columns=("c30",), **params)
+    sums = partial_sums([table], bounds.lower, bounds.upper, p.pass_spec(31))
+    rng = np.random.default_rng(seed)
+    accountant = PrivacyAccountant(epsilon, delta)
+    summary = release_summary(sums, bounds, p, accountant, NoiseSource(rng), rng, lattice=lattice)
+    truth = coarsen_histograms(sums.histograms[:30], summary.histograms.shape[1]) / 600.0
+    return summary, accountant, truth
+
+
+def test_where_every_histogram_is_swamped_the_release_measures_their_pooled_shape():
+    """30 columns in the lower part of their bounds and a 0/1 label, 600 rows, epsilon 0.1:
+    even the histogram farthest from uniform would be swamped at the marginals' budget, so most
+    of it measures one histogram of the 30 continuous columns' values (stage
+    ``pooled_histogram``, L1 sensitivity 30; the label is not pooled), which has ``sqrt(30)``
+    times less share noise than their mean. Each continuous marginal is shrunk towards it and
+    sits closer to the truth than with ``pooled_histogram: off``, where it is shrunk towards the
+    mean of the other columns' histograms or uniform: their mean Wasserstein-1 to the true
+    shares is less than half in each of seeds 0-7 (measured 0.028-0.049 against 0.158-0.541).
+    At epsilon 10 the histograms are clear and
+    nothing is pooled; under zCDP pooling gains nothing (L2 sensitivity 30) and is not done, and
+    ``on`` there is an error."""
+    ours, off = [], []
+    for seed in range(8):
+        summary, accountant, truth = _pooled_release(0.1, seed)
+        assert summary.pooled_columns.tolist() == list(range(30))
+        charge = next(c for c in accountant.charges if c.stage == "pooled_histogram")
+        assert charge.sensitivity == 30.0
+        ours.append(np.mean([cells_w1(p, t) for p, t in zip(summary.marginal_probabilities()[:30], truth)]))
+        summary, _, truth = _pooled_release(0.1, seed, pooled_histogram="off")
+        assert summary.pooled_histogram is None
+        off.append(np.mean([cells_w1(p, t) for p, t in zip(summary.marginal_probabilities()[:30], truth)]))
+    assert all(a < 0.5 * b for a, b in zip(ours, off)), (ours, off)
+    summary, accountant, _ = _pooled_release(10.0, 0)
+    assert summary.pooled_histogram is None and "pooled_histogram" not in [c.stage for c in accountant.charges]
+    assert _pooled_release(0.1, 0, delta=1e-6)[0].pooled_histogram is None
+    with pytest.raises(ValueError, match="pure epsilon"):
+        _pooled_release(0.1, 0, delta=1e-6, pooled_histogram="on")
+
+
+def test_a_summary_with_a_pooled_histogram_round_trips_to_the_same_marginals():
+    """A retry fits from the persisted summary alone: the pooled histogram, its noise and its
+    columns come back, and with them every marginal."""
+    from dpsmooth_spark.mechanisms.smooth_pca import NoisySummary
+
+    summary, _, _ = _pooled_release(0.1, 0)
+    again = NoisySummary.from_dict(json.loads(json.dumps(summary.to_dict())))
+    np.testing.assert_array_equal(again.pooled_histogram, summary.pooled_histogram)
+    assert again.pooled_noise_std == summary.pooled_noise_std
+    np.testing.assert_array_equal(again.pooled_columns, summary.pooled_columns)
+    np.testing.assert_array_equal(again.marginal_probabilities(), summary.marginal_probabilities())
+
+
 def test_a_lattice_columns_marginal_reads_only_the_bins_that_hold_its_points():
     """A column of declared levels has its mass on the grid cells of its points, and the noise
     in a bin that holds none of them (the middle two of a 0/1 column's four) moves nothing.

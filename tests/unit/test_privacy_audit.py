@@ -317,3 +317,38 @@ def test_pair_selection_audit():
                                           np.array([0.5]), ALPHA) for factor in (1.0, 0.5)}
     assert 0.5 < bounds[1.0] <= 1.0, bounds  # not vacuous
     assert bounds[0.5] > 1.0, bounds
+
+
+def test_pooled_histogram_audit():
+    """The pooled histogram (privacy.md 3f) with epsilon = 1, through ``release_summary`` as a
+    release runs it (``pooled_histogram: on``): on 3 columns the added corner record puts its 3
+    values in the last cell, moving the pooled count there by 3, the L1 sensitivity ``m``."""
+    bounds = PublicBounds.from_mapping({c: (-1.0, 1.0) for c in "abc"})
+    params = SmoothPCAParams(basis="marginal", degree=1, candidate_strategy="moments", count_fraction=0.2,
+                             marginal_fraction=0.5, marginal_bins=4, pooled_histogram="on", pooled_fraction=0.5,
+                             candidates=10)
+    epsilon = 1.0 / (0.8 * 0.5 * 0.5)  # the pooled histogram's share is 1
+    base = np.random.default_rng(0).uniform(-0.5, 0.5, size=(40, 3))
+    neighbour = np.vstack([base, [[1.0, 1.0, 1.0]]])
+
+    def outputs(table, factor, seed):
+        sums = partial_sums([table], bounds.lower, bounds.upper, params.pass_spec(bounds.d))
+        noise = RecordingNoise(np.random.default_rng(seed), factor)
+        runs = []
+        for _ in range(RUNS):
+            noise.log.clear()
+            accountant = PrivacyAccountant(epsilon)
+            release_summary(sums, bounds, params, accountant, noise, np.random.default_rng(0))
+            runs.append(noise.log[2])  # count, histograms, pooled histogram, basis sums
+        charge = next(c for c in accountant.charges if c.stage == "pooled_histogram")
+        assert charge.sensitivity == 3.0 and charge.epsilon == pytest.approx(1.0)
+        return np.array(runs), coarsen_histograms(sums.histograms, 4).sum(axis=0)
+
+    for factor, expect_above in ((1.0, False), (0.5, True)):
+        out_d, truth_d = outputs(base, factor, 51)
+        out_p, truth_p = outputs(neighbour, factor, 52)
+        np.testing.assert_array_equal(truth_p - truth_d, [0.0, 0.0, 0.0, 3.0])
+        bound = audit(out_d, out_p, truth_d, truth_p)
+        assert (bound > 1.0) == expect_above, bound
+        if not expect_above:
+            assert bound > 0.7, bound  # not vacuous

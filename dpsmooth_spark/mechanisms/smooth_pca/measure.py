@@ -2,7 +2,9 @@
 
 1. the noisy count (sensitivity 1);
 2. one noisy histogram per column (L1 sensitivity d, L2 sqrt(d)), with cells chosen from the
-   noisy count: the one-way marginals;
+   noisy count: the one-way marginals; where the budget swamps every one of them, also one
+   histogram of all the continuous columns' values together (L1 sensitivity m, the columns
+   pooled; pure epsilon-DP only);
 3. noisy basis sums ``sum_x prod_i T_{r_i}(x_i)`` over R multi-indices (L1 sensitivity R,
    L2 sqrt(R)); the basis (pair terms) is picked from the noisy count when ``basis: auto``;
    with ``pair_factors: spread`` its first-order pair terms ``T_1(x_i) T_1(x_j)`` are measured
@@ -29,6 +31,7 @@ from dpsmooth_spark.core.basis import (
     PublicBounds,
     coarsen_histograms,
 )
+from dpsmooth_spark.core.candidates import SHARED_SHAPE_MIN_COLUMNS, largest_shrinkage_factor
 from dpsmooth_spark.core.factors import FactorPairs, copula_answers, copula_noise, spread_factors
 from dpsmooth_spark.core.subspace import SubspaceEstimate, private_subspace_iteration
 from dpsmooth_spark.mechanisms.smooth_pca.params import (
@@ -48,6 +51,7 @@ from dpsmooth_spark.mechanisms.stages import (
     release_basis_sums,
     release_count,
     release_histograms,
+    release_pooled_histogram,
     select_top_k,
 )
 from dpsmooth_spark.privacy import sensitivity
@@ -108,7 +112,7 @@ def release_summary(
         selected = selectable_pairs(params, basis, noisy_count, accountant, accountant.share(share))
 
     summary = _release_marginals(sums, bounds, params, accountant, noise, noisy_count,
-                                 accountant.share(marginal_share), nullable)
+                                 accountant.share(marginal_share), nullable, lattice)
     summary.levels = None if lattice is None else np.asarray(lattice, dtype=np.int64)
     if summary.null_counts is None and summary.histograms is not None:
         count_scale = next(c.scale for c in accountant.charges if c.stage == "count")
@@ -273,15 +277,22 @@ def pooled_count(noisy_count: float, count_std: float, histograms: np.ndarray,
 
 def _release_marginals(sums: ExactSums, bounds: PublicBounds, params: SmoothPCAParams,
                        accountant: PrivacyAccountant, noise: NoiseSource, noisy_count: float,
-                       budget: float, nullable: np.ndarray | None = None) -> NoisySummary:
+                       budget: float, nullable: np.ndarray | None = None,
+                       lattice: np.ndarray | None = None) -> NoisySummary:
     """A summary holding the one-way marginals as noisy histograms (and an empty basis); with
     ``nullable`` columns each histogram has a null cell too (a record is still in exactly one
-    cell per column: the sensitivity is unchanged, docs/privacy.md 3c)."""
+    cell per column: the sensitivity is unchanged, docs/privacy.md 3c); where
+    :func:`pools_histograms`, with the pooled histogram of the continuous columns (``lattice``:
+    levels per column, 0 continuous) for ``params.pooled_fraction`` of ``budget`` (3f)."""
     if sums.histograms is None:
         raise ValueError("the data pass did not compute the one-way histograms")
     d, cells = sums.histograms.shape
     bins = params.marginal_bins or histogram_bins(noisy_count, accountant, budget, d, cells)
     counts = coarsen_histograms(sums.histograms, bins)
+    continuous = np.arange(d) if lattice is None else np.flatnonzero(np.asarray(lattice) < 2)
+    pooled = pools_histograms(params, accountant, noisy_count, budget, d, continuous.size, bins)
+    pooled_budget = budget * params.pooled_fraction if pooled else 0.0
+    budget -= pooled_budget
     if nullable is not None and nullable.any():
         if sums.nulls is None:
             raise ValueError("the data pass did not count the nulls")
@@ -292,8 +303,48 @@ def _release_marginals(sums: ExactSums, bounds: PublicBounds, params: SmoothPCAP
         null_counts = np.where(nullable, noisy[:, bins], np.nan)
         noisy = noisy[:, :bins]
     empty = BasisSet(d, 1, np.zeros((0, d), dtype=np.int64))
-    return NoisySummary(bounds, empty, noisy_count, np.zeros(0), np.zeros(0), noisy,
-                        noise_std(scale, accountant), null_counts, noise=accountant.mechanism)
+    summary = NoisySummary(bounds, empty, noisy_count, np.zeros(0), np.zeros(0), noisy,
+                           noise_std(scale, accountant), null_counts, noise=accountant.mechanism)
+    if pooled:
+        summary.pooled_histogram, pooled_scale = release_pooled_histogram(
+            counts[continuous, :bins].sum(axis=0), continuous.size, pooled_budget, accountant, noise)
+        summary.pooled_noise_std = noise_std(pooled_scale, accountant)
+        summary.pooled_columns = continuous
+    return summary
+
+
+def pools_histograms(params: SmoothPCAParams, accountant: PrivacyAccountant, noisy_count: float,
+                     budget: float, d: int, continuous: int, bins: int) -> bool:
+    """Whether the marginals' ``budget`` measures the pooled histogram of the ``continuous``
+    columns too (``params.pooled_histogram``; public values only): under pure epsilon-DP, with
+    at least :data:`core.candidates.SHARED_SHAPE_MIN_COLUMNS` continuous columns, where even
+    the histogram farthest from uniform would keep little of its shape at the noise of the whole
+    ``budget`` (its James-Stein factor bound below :data:`POOL_FACTOR`, ``bins`` cells).
+
+    Each of ``d`` histograms then shows nothing of its own column, but one histogram of every
+    continuous column's values costs a sensitivity of ``m`` for ``n m`` values: its shares have
+    ``sqrt(m)`` times less noise than the mean of the ``m`` histograms at the same budget (WDBC
+    at epsilon 0.1: 5.5x), and that mean is the shape the swamped histograms were shrunk towards
+    (docs/mechanisms.md, "candidates"). Under zCDP its L2 sensitivity is ``m`` as well, which
+    gains nothing over the histograms' ``sqrt(d)``."""
+    if params.pooled_histogram == "off" or continuous < SHARED_SHAPE_MIN_COLUMNS:
+        return False
+    if not accountant.pure:
+        if params.pooled_histogram == "on":
+            raise ValueError("pooled_histogram: on needs pure epsilon-DP (delta = 0)")
+        return False
+    if params.pooled_histogram == "on":
+        return True
+    sens = sensitivity.histograms_l1(d)
+    share_std = noise_std(accountant.noise_scale(sens, budget), accountant) / max(noisy_count, 1.0)
+    return largest_shrinkage_factor(bins, share_std) < POOL_FACTOR
+
+
+POOL_FACTOR = 0.5
+"""``pooled_histogram: auto`` pools where the James-Stein factor of the histogram farthest from
+uniform would be below this at the whole marginals' budget (:func:`pools_histograms`): then a
+typical histogram keeps little of its own shape, and a pooled one shows the shape the columns
+share. POOL_DOC"""
 
 
 def histogram_bins(noisy_count: float, accountant: PrivacyAccountant, budget: float, d: int,

@@ -135,6 +135,16 @@ class SmoothPCAParams(BaseModel):
             (looser than ``auto_noise_target``: a picked pair is one of the strongest).
         selection_rounds: rounds of pick-then-measure (more rounds let a pair that the new
             measurements explain give way to one they do not; the budget is the same).
+        pooled_histogram: ``auto``: under pure epsilon-DP, where the marginals' budget is so low
+            that no column's histogram could be told from uniform (the James-Stein factor of
+            the histogram farthest from uniform below ``measure.POOL_FACTOR``, from public
+            values) and at least 3 columns are continuous, ``pooled_fraction`` of the
+            marginals' budget measures one histogram of every continuous column's values
+            together (docs/privacy.md section 3f), the shape that the swamped histograms are
+            shrunk towards; ``on``: wherever at least 3 columns are continuous (pure
+            epsilon-DP only: under zCDP it costs what the columns' own histograms do);
+            ``off``: never.
+        pooled_fraction: share of the marginals' budget that the pooled histogram takes.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -172,6 +182,8 @@ class SmoothPCAParams(BaseModel):
     selection_fraction: float = Field(default=0.2, gt=0, lt=1)
     selection_noise_target: float = Field(default=0.05, gt=0)
     selection_rounds: int = Field(default=1, ge=1, le=100)
+    pooled_histogram: Literal["auto", "on", "off"] = "auto"
+    pooled_fraction: float = Field(default=0.9, gt=0, lt=1)
 
     def basis_degree(self) -> int:
         """Highest Chebyshev degree of any basis this config may pick."""

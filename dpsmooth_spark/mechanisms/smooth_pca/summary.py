@@ -20,6 +20,7 @@ from dpsmooth_spark.core.basis import (
     coarsen_histograms,
 )
 from dpsmooth_spark.core.candidates import (
+    clear_shape,
     histogram_density,
     lattice_density,
     max_entropy_correlation,
@@ -98,6 +99,11 @@ class NoisySummary:
         levels: ``(d,)`` lattice points per column from the config (0: continuous), or ``None``:
             public; every later stage (marginals, spread factors, candidates, fit) reads them
             here, and summary.json keeps them for a retry.
+        pooled_histogram: ``(B,)`` counts of every value of the continuous columns in one
+            histogram (the histograms' cells) plus noise, where the budget pooled them
+            (docs/privacy.md section 3f); ``None`` where not.
+        pooled_noise_std: standard deviation of the noise of each pooled count.
+        pooled_columns: the columns pooled, ``(m,)``.
     """
 
     bounds: PublicBounds
@@ -118,6 +124,9 @@ class NoisySummary:
     factor_noise_std: float = 0.0
     noise: Literal["laplace", "gaussian"] = "laplace"
     levels: np.ndarray | None = None
+    pooled_histogram: np.ndarray | None = None
+    pooled_noise_std: float = 0.0
+    pooled_columns: np.ndarray | None = None
 
     @property
     def normalised(self) -> np.ndarray:
@@ -235,16 +244,21 @@ class NoisySummary:
         """Column ``column``'s noisy histogram made a distribution on ``cells`` grid cells:
         :func:`core.candidates.lattice_density` on a column of declared levels, else
         :func:`core.candidates.histogram_density`, a histogram its noise swamps shrunk towards
-        the other continuous columns' shape where they have one (:func:`core.candidates.shared_shape`)."""
+        the shape the continuous columns share where it is clear: the pooled histogram where
+        one was measured, else the other columns' mean (:func:`core.candidates.shared_shape`)."""
         n = max(self.noisy_count, 1.0)
         bins = self.histograms.shape[1]
         shares, std = self.histograms[column] / n, np.full(bins, self.histogram_noise_std / n)
         levels = 0 if self.levels is None else int(self.levels[column])
         if levels >= 2:
             return lattice_density(shares, std, cells, levels, laplace=self.noise == "laplace")
-        continuous = np.arange(self.bounds.d) if self.levels is None else np.flatnonzero(self.levels < 2)
-        others = continuous[continuous != column]
-        shape = shared_shape(self.histograms[others] / n, self.histogram_noise_std / n)
+        if self.pooled_histogram is not None:
+            total = max(float(self.pooled_histogram.sum()), 1.0)
+            shape = clear_shape(self.pooled_histogram / total, self.pooled_noise_std / total)
+        else:
+            continuous = np.arange(self.bounds.d) if self.levels is None else np.flatnonzero(self.levels < 2)
+            others = continuous[continuous != column]
+            shape = shared_shape(self.histograms[others] / n, self.histogram_noise_std / n)
         return histogram_density(shares, std, cells, *(shape or ()))
 
     def measured_pairs(self) -> np.ndarray:
@@ -322,6 +336,10 @@ class NoisySummary:
                 summary.count_alone = float(data["count_alone"])
             if "noisy_null_counts" in data["histograms"]:
                 summary.null_counts = np.array(data["histograms"]["noisy_null_counts"], float)
+        if "pooled_histogram" in data:
+            summary.pooled_histogram = np.array(data["pooled_histogram"]["noisy_counts"], float)
+            summary.pooled_noise_std = float(data["pooled_histogram"]["noise_std"])
+            summary.pooled_columns = np.array(data["pooled_histogram"]["columns"], dtype=np.int64)
         if "pca" in data:
             summary.pca = SubspaceEstimate(np.array(data["pca"]["vectors"], float),
                                            np.array(data["pca"]["eigenvalues"], float)
@@ -367,6 +385,13 @@ class NoisySummary:
             }
             if self.null_counts is not None:
                 out["histograms"]["noisy_null_counts"] = self.null_counts.tolist()
+        if self.pooled_histogram is not None and self.pooled_columns is not None:
+            out["pooled_histogram"] = {
+                "cells": "the histograms' cells; every value of the pooled columns counted once",
+                "columns": self.pooled_columns.tolist(),
+                "noisy_counts": self.pooled_histogram.tolist(),
+                "noise_std": self.pooled_noise_std,
+            }
         if self.pca is not None:
             out["pca"] = {
                 "vectors": self.pca.vectors.tolist(),
