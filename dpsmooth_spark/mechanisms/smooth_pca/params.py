@@ -136,7 +136,7 @@ class SmoothPCAParams(BaseModel):
         selection_rounds: rounds of pick-then-measure (more rounds let a pair that the new
             measurements explain give way to one they do not; the budget is the same).
         pooled_histogram: ``auto``: under pure epsilon-DP, where the marginals' budget is so low
-            that no column's histogram could be told from uniform (the James-Stein factor of
+            that a column's histogram keeps little of its own shape (the James-Stein factor of
             the histogram farthest from uniform below ``measure.POOL_FACTOR``, from public
             values) and at least 3 columns are continuous, ``pooled_fraction`` of the
             marginals' budget measures one histogram of every continuous column's values
