@@ -320,6 +320,13 @@ class ReleaseConfig(_Strict):
         return self
 
     @model_validator(mode="after")
+    def _pooled_histogram_needs_pure_dp(self) -> ReleaseConfig:
+        if self.mechanism.pooled_histogram == "on" and self.privacy.delta > 0:
+            raise ValueError("mechanism.pooled_histogram: on needs pure epsilon-DP (privacy.delta: 0); "
+                             "under zCDP it gains nothing (docs/privacy.md section 3f)")
+        return self
+
+    @model_validator(mode="after")
     def _catalog_table_output(self) -> ReleaseConfig:
         if self.output.format == "table" and not self.ledger.path:
             raise ValueError("ledger.path is required with output.table (a catalog table has no "

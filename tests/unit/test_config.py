@@ -93,6 +93,19 @@ def test_unreadable_and_invalid_yaml(tmp_path):
         load_config(scalar)
 
 
+def test_a_pooled_histogram_forced_under_zcdp_is_refused(wdbc_config_dict):
+    """``pooled_histogram: on`` is for pure epsilon-DP only (docs/privacy.md 3f): with a delta
+    the config is refused before any budget is spent; ``auto`` is accepted either way."""
+    data = copy.deepcopy(wdbc_config_dict)
+    data["mechanism"] = {"pooled_histogram": "on"}
+    assert parse_config(data).mechanism.pooled_histogram == "on"
+    data["privacy"]["delta"] = 1e-6
+    with pytest.raises(ConfigError, match="pooled_histogram: on needs pure epsilon-DP"):
+        parse_config(data)
+    data["mechanism"] = {"pooled_histogram": "auto"}
+    assert parse_config(data).privacy.delta == 1e-6
+
+
 def test_pair_columns_must_be_configured(wdbc_config_dict):
     data = copy.deepcopy(wdbc_config_dict)
     data["mechanism"] = {"pair_columns": ["malignant"]}

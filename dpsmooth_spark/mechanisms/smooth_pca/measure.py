@@ -305,7 +305,7 @@ def _release_marginals(sums: ExactSums, bounds: PublicBounds, params: SmoothPCAP
     empty = BasisSet(d, 1, np.zeros((0, d), dtype=np.int64))
     summary = NoisySummary(bounds, empty, noisy_count, np.zeros(0), np.zeros(0), noisy,
                            noise_std(scale, accountant), null_counts, noise=accountant.mechanism)
-    if pooled:
+    if pooled:  # the value cells only: a null is not pooled
         summary.pooled_histogram, pooled_scale = release_pooled_histogram(
             counts[continuous, :bins].sum(axis=0), continuous.size, pooled_budget, accountant, noise)
         summary.pooled_noise_std = noise_std(pooled_scale, accountant)
@@ -321,7 +321,7 @@ def pools_histograms(params: SmoothPCAParams, accountant: PrivacyAccountant, noi
     the histogram farthest from uniform would keep little of its shape at the noise of the whole
     ``budget`` (its James-Stein factor bound below :data:`POOL_FACTOR`, ``bins`` cells).
 
-    Each of ``d`` histograms then shows nothing of its own column, but one histogram of every
+    Each of ``d`` histograms then shows little of its own column, but one histogram of every
     continuous column's values costs a sensitivity of ``m`` for ``n m`` values: its shares have
     ``sqrt(m)`` times less noise than the mean of the ``m`` histograms at the same budget (WDBC
     at epsilon 0.1: 5.5x), and that mean is the shape the swamped histograms were shrunk towards
@@ -335,8 +335,7 @@ def pools_histograms(params: SmoothPCAParams, accountant: PrivacyAccountant, noi
         return False
     if params.pooled_histogram == "on":
         return True
-    sens = sensitivity.histograms_l1(d)
-    share_std = noise_std(accountant.noise_scale(sens, budget), accountant) / max(noisy_count, 1.0)
+    share_std = histogram_count_std(accountant, budget, d) / max(noisy_count, 1.0)
     return largest_shrinkage_factor(bins, share_std) < POOL_FACTOR
 
 
@@ -351,14 +350,18 @@ iris (0.73) and wine (0.55), pooling raised iris' correlation ratio 0.996 -> 1.0
 AUC 0.91 -> 0.73 (docs/benchmarks.md, stop 34)."""
 
 
+def histogram_count_std(accountant: PrivacyAccountant, budget: float, d: int) -> float:
+    """Noise standard deviation of one count of ``d`` histograms released with ``budget``."""
+    sens = sensitivity.histograms_l1(d) if accountant.pure else sensitivity.histograms_l2(d)
+    return noise_std(accountant.noise_scale(sens, budget), accountant)
+
+
 def histogram_bins(noisy_count: float, accountant: PrivacyAccountant, budget: float, d: int,
                    cells: int) -> int:
     """Cells per histogram from public values: the power of two nearest ``(n~ / std)^(2/3)``
     (``std`` the noise of one count; more records per unit of noise buy a finer histogram),
     in ``[4, 64]`` and dividing ``cells``. Chosen with ``python -m benchmarks fidelity``."""
-    sens = sensitivity.histograms_l1(d) if accountant.pure else sensitivity.histograms_l2(d)
-    std = noise_std(accountant.noise_scale(sens, budget), accountant)
-    wanted = (max(noisy_count, 1.0) / std) ** (2.0 / 3.0)
+    wanted = (max(noisy_count, 1.0) / histogram_count_std(accountant, budget, d)) ** (2.0 / 3.0)
     bins = 2 ** int(np.clip(round(math.log2(max(wanted, 1.0))), 2, 6))
     while cells % bins:
         bins //= 2
