@@ -299,23 +299,32 @@ def test_a_boolean_column_does_not_pull_the_fit_off_its_prior():
         assert np.abs(fitted_correlation(result)[upper]).mean() < 0.01, seed
 
 
-def test_pooled_count_is_unbiased_with_the_inverse_variance_spread():
+@pytest.mark.parametrize("pooled_std", [None, 20.0])
+def test_pooled_count_is_unbiased_with_the_inverse_variance_spread(pooled_std):
     """5 histograms of 4 cells (cell noise std 74) pooled with a count of noise std 283 (150 rows
-    at epsilon 0.1): over 4000 seeded draws the pooled estimate's mean is within 4 standard
-    errors of the count and its spread within 5% of 1 / sqrt(sum of inverse variances), 66
-    (a sampling error of 1.1% std, so 5% is 4.5 of them)."""
+    at epsilon 0.1), and, where measured, the pooled histogram of the 5 columns (cell noise std
+    20; its total over 5 estimates the count with std 8): over 4000 seeded draws the pooled
+    estimate's mean is within 4 standard errors of the count and its spread within 5% of
+    1 / sqrt(sum of inverse variances), 66 without the pooled histogram and 7.9 with it (a
+    sampling error of 1.1% std, so 5% is 4.5 of them)."""
     from dpsmooth_spark.mechanisms.smooth_pca.measure import pooled_count
 
     rng = np.random.default_rng(5)
     true = np.array([[10.0, 60.0, 70.0, 10.0]] * 5)
     count_std, cell_std = 283.0, 74.0
-    draws = np.array([
-        pooled_count(150 + rng.laplace(0, count_std / np.sqrt(2)), count_std,
-                     true + rng.laplace(0, cell_std / np.sqrt(2), true.shape), cell_std)
-        for _ in range(4000)])
-    expected = 1.0 / np.sqrt(1 / count_std**2 + 5 / (4 * cell_std**2))
-    assert abs(draws.mean() - 150) <= 4 * expected / np.sqrt(4000)
-    assert draws.std() == pytest.approx(expected, rel=0.05)
+    draws = []
+    for _ in range(4000):
+        count = 150 + rng.laplace(0, count_std / np.sqrt(2))
+        histograms = true + rng.laplace(0, cell_std / np.sqrt(2), true.shape)
+        if pooled_std is None:
+            draws.append(pooled_count(count, count_std, histograms, cell_std))
+        else:
+            pooled = true.sum(axis=0) + rng.laplace(0, pooled_std / np.sqrt(2), 4)
+            draws.append(pooled_count(count, count_std, histograms, cell_std, pooled, pooled_std, 5))
+    inverse = 1 / count_std**2 + 5 / (4 * cell_std**2) + (0 if pooled_std is None else 25 / (4 * pooled_std**2))
+    expected = 1.0 / np.sqrt(inverse)
+    assert abs(np.mean(draws) - 150) <= 4 * expected / np.sqrt(4000)
+    assert np.std(draws) == pytest.approx(expected, rel=0.05)
 
 
 def test_fine_noisy_histograms_keep_less_noise_mass_beyond_the_data():

@@ -366,8 +366,9 @@ class NoisySummary:
             "noisy_count": self.noisy_count,
             **({} if self.count_alone is None else {
                 "count_alone": self.count_alone,
-                "count_pooling": "noisy_count = inverse-variance mean of count_alone and the d "
-                                 "histogram totals (post-processing)"}),
+                "count_pooling": "noisy_count = inverse-variance mean of count_alone, the d "
+                                 "histogram totals and the pooled histogram's total over its "
+                                 "columns where measured (post-processing)"}),
             "noise": self.noise,
             **({} if self.levels is None else {
                 "levels": [int(v) for v in self.levels],
