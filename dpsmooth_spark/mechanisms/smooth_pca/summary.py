@@ -80,7 +80,8 @@ class NoisySummary:
         bounds: column names and public bounds.
         basis: the multi-indices.
         noisy_count: the count the release normalises by: the count plus noise, pooled with the
-            histogram totals when no column is nullable (:func:`pooled_count`).
+            histogram totals (and the pooled histogram's) when no column is nullable
+            (:func:`pooled_count`).
         count_alone: the count plus noise before pooling (``None``: not pooled).
         noisy_sums: basis sums plus noise, ``(R,)``.
         basis_noise_std: ``(R,)`` standard deviation of the noise of each basis sum.
