@@ -19,13 +19,21 @@ def add_noise(values: np.ndarray, scale: float, accountant: PrivacyAccountant,
     return noise.laplace(values, scale) if accountant.pure else noise.gaussian(values, scale)
 
 
+def _release(values: np.ndarray, sens: float, budget: float, stage: str, accountant: PrivacyAccountant,
+             noise: NoiseSource) -> tuple[np.ndarray, float]:
+    """``values`` plus the accountant's noise for ``sens`` and ``budget``, charged as ``stage``;
+    returns (noisy values, scale)."""
+    scale = accountant.noise_scale(sens, budget)
+    noisy = add_noise(np.asarray(values, dtype=np.float64), scale, accountant, noise)
+    accountant.charge(stage, sens, scale)
+    return noisy, scale
+
+
 def release_count(count: int, fraction: float, accountant: PrivacyAccountant, noise: NoiseSource) -> float:
     """The count plus noise for ``fraction`` of the budget (sensitivity 1)."""
-    sens = sensitivity.count_sensitivity()
-    scale = accountant.noise_scale(sens, accountant.share(fraction))
-    noisy = float(add_noise(np.array([float(count)]), scale, accountant, noise)[0])
-    accountant.charge("count", sens, scale)
-    return noisy
+    noisy, _ = _release(np.array([float(count)]), sensitivity.count_sensitivity(), accountant.share(fraction),
+                        "count", accountant, noise)
+    return float(noisy[0])
 
 
 def release_basis_sums(sums: np.ndarray, budget: float, accountant: PrivacyAccountant,
@@ -33,10 +41,7 @@ def release_basis_sums(sums: np.ndarray, budget: float, accountant: PrivacyAccou
     """R basis sums plus noise for ``budget`` (L1 sensitivity R, L2 sqrt(R)); returns (noisy, scale)."""
     size = int(np.size(sums))
     sens = sensitivity.basis_sums_l1(size) if accountant.pure else sensitivity.basis_sums_l2(size)
-    scale = accountant.noise_scale(sens, budget)
-    noisy = add_noise(np.asarray(sums, dtype=np.float64), scale, accountant, noise)
-    accountant.charge(stage, sens, scale)
-    return noisy, scale
+    return _release(sums, sens, budget, stage, accountant, noise)
 
 
 def select_top_k(scores: np.ndarray, k: int, sensitivity: float, budget: float,
@@ -55,10 +60,7 @@ def release_histograms(counts: np.ndarray, budget: float, accountant: PrivacyAcc
     sqrt(d): a record is in one cell per column); returns (noisy counts, scale)."""
     d = int(counts.shape[0])
     sens = sensitivity.histograms_l1(d) if accountant.pure else sensitivity.histograms_l2(d)
-    scale = accountant.noise_scale(sens, budget)
-    noisy = add_noise(np.asarray(counts, dtype=np.float64), scale, accountant, noise)
-    accountant.charge("histograms", sens, scale)
-    return noisy, scale
+    return _release(counts, sens, budget, "histograms", accountant, noise)
 
 
 def release_pooled_histogram(counts: np.ndarray, columns: int, budget: float,
@@ -68,12 +70,10 @@ def release_pooled_histogram(counts: np.ndarray, columns: int, budget: float,
     only (its L2 sensitivity is ``columns`` too, no better than the columns' own histograms);
     returns (noisy counts, scale)."""
     if not accountant.pure:
-        raise ValueError("the pooled histogram is measured under pure epsilon-DP only")
-    sens = sensitivity.pooled_histogram_l1(columns)
-    scale = accountant.noise_scale(sens, budget)
-    noisy = add_noise(np.asarray(counts, dtype=np.float64), scale, accountant, noise)
-    accountant.charge("pooled_histogram", sens, scale)
-    return noisy, scale
+        raise ValueError("pooled_histogram: on needs pure epsilon-DP (delta = 0); the pooled "
+                         "histogram is measured under pure epsilon-DP only")
+    return _release(counts, sensitivity.pooled_histogram_l1(columns), budget, "pooled_histogram",
+                    accountant, noise)
 
 
 def noise_std(scale: float, accountant: PrivacyAccountant) -> float:

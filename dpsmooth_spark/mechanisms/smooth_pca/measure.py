@@ -341,12 +341,10 @@ def pools_histograms(params: SmoothPCAParams, accountant: PrivacyAccountant, noi
     gains nothing over the histograms' ``sqrt(d)``."""
     if params.pooled_histogram == "off" or continuous < SHARED_SHAPE_MIN_COLUMNS:
         return False
-    if not accountant.pure:
-        if params.pooled_histogram == "on":
-            raise ValueError("pooled_histogram: on needs pure epsilon-DP (delta = 0)")
-        return False
     if params.pooled_histogram == "on":
-        return True
+        return True  # under zCDP, release_pooled_histogram refuses it
+    if not accountant.pure:
+        return False
     share_std = histogram_count_std(accountant, budget, d) / max(noisy_count, 1.0)
     return largest_shrinkage_factor(bins, share_std) < POOL_FACTOR
 
