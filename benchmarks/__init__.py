@@ -1,1 +1,1 @@
-"""The benchmarks package: ``python -m benchmarks COMMAND`` (see ``docs/benchmarks.md``)."""
+"""The benchmarks package: ``python -m benchmarks COMMAND`` (see ``docs/results.md``)."""

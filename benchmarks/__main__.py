@@ -6,15 +6,16 @@ import importlib
 import sys
 
 COMMANDS = {
-    "fidelity": "benchmarks.fidelity",      # issue 12: fidelity on several tables vs baselines and peers
-    "wdbc": "benchmarks.wdbc",              # the paper's protocol on WDBC (and parameter grids)
-    "quality": "benchmarks.quality",        # WDBC release quality vs baselines (Table 5 setting)
-    "summary": "benchmarks.summary",        # Algorithms 1-3: operators, accuracy, timings
+    "fidelity": "benchmarks.fidelity",  # fidelity on several tables vs baselines and peers
+    "wdbc": "benchmarks.wdbc",  # the paper's protocol on WDBC (and parameter grids)
+    "quality": "benchmarks.quality",  # WDBC release quality vs baselines (Table 5 setting)
+    "summary": "benchmarks.summary",  # Algorithms 1-3: operators, accuracy, timings
     "mechanisms": "benchmarks.mechanisms",  # Bernstein and distance-query mechanisms
-    "speed": "benchmarks.speed",            # data pass vs numpy, LP scaling
-    "scale": "benchmarks.scale",            # 10^6 .. 10^8 rows end to end
-    "stages": "benchmarks.stages",          # driver stage times and memory over R x C
-    "accuracy": "benchmarks.accuracy",      # correlation error of the fit at 10^6 .. 10^7 rows
+    "speed": "benchmarks.speed",  # data pass vs numpy, LP scaling
+    "scale": "benchmarks.scale",  # 10^6 .. 10^8 rows end to end
+    "stages": "benchmarks.stages",  # driver stage times and memory over R x C
+    "accuracy": "benchmarks.accuracy",  # correlation error of the fit at 10^6 .. 10^7 rows
+    "results": "benchmarks.results",  # docs/results.md's fidelity table from its JSON
 }
 
 

@@ -38,8 +38,10 @@ def exact_sums(n: int, d: int):
     if cache.exists():
         return pickle.loads(cache.read_bytes())
     dataset = ds.dataset(make_table(n, d), format="parquet")
-    batches = (np.column_stack([b.column(i).to_numpy() for i in range(d)])
-               for b in dataset.to_batches(batch_size=262_144))
+    batches = (
+        np.column_stack([b.column(i).to_numpy() for i in range(d)])
+        for b in dataset.to_batches(batch_size=262_144)
+    )
     sums = partial_sums(batches, -np.ones(d), np.ones(d), spec)
     cache.write_bytes(pickle.dumps(sums))
     return sums
@@ -50,7 +52,9 @@ def correlation(weights: np.ndarray, points: np.ndarray) -> np.ndarray:
     from dpsmooth_spark.core.candidates import correlation_from_covariance
 
     mean = weights @ points
-    return correlation_from_covariance((points * weights[:, None]).T @ points - np.outer(mean, mean))
+    return correlation_from_covariance(
+        (points * weights[:, None]).T @ points - np.outer(mean, mean)
+    )
 
 
 def release_errors(sums, truth: np.ndarray, basis: str, seed: int) -> dict:
@@ -65,7 +69,11 @@ def release_errors(sums, truth: np.ndarray, basis: str, seed: int) -> dict:
     from dpsmooth_spark.privacy.noise import NoiseSource
 
     d = sums.d
-    kw = {} if basis == "auto" else {"basis": basis.split(":")[0], "degree": int(basis.split(":")[1])}
+    kw = (
+        {}
+        if basis == "auto"
+        else {"basis": basis.split(":")[0], "degree": int(basis.split(":")[1])}
+    )
     params = SmoothPCAParams(**kw)
     bounds = PublicBounds.from_mapping({f"c{i}": (-1.0, 1.0) for i in range(d)})
     rng = np.random.default_rng(seed)
@@ -75,19 +83,27 @@ def release_errors(sums, truth: np.ndarray, basis: str, seed: int) -> dict:
     seconds = time.perf_counter() - start
     pairs = np.triu_indices(d, 1)
     error = np.abs(correlation(result.weights, result.candidates) - truth)[pairs]
-    return {"basis": basis, "basis_size": summary.functions, "release": seed,
-            "corr_error_mean": round(float(error.mean()), 4), "corr_error_max": round(float(error.max()), 4),
-            "mean_abs_corr": round(float(np.abs(truth[pairs]).mean()), 4),
-            "chi2_per_function": round(result.chi2 / result.functions, 3),
-            "fit_closest_s": round(result.timings.get("fit.closest", 0.0), 1),
-            "driver_s": round(seconds, 1)}
+    return {
+        "basis": basis,
+        "basis_size": summary.functions,
+        "release": seed,
+        "corr_error_mean": round(float(error.mean()), 4),
+        "corr_error_max": round(float(error.max()), 4),
+        "mean_abs_corr": round(float(np.abs(truth[pairs]).mean()), 4),
+        "chi2_per_function": round(result.chi2 / result.functions, 3),
+        "fit_closest_s": round(result.timings.get("fit.closest", 0.0), 1),
+        "driver_s": round(seconds, 1),
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
     from dpsmooth_spark.core.candidates import correlation_from_covariance
 
-    ap = argparse.ArgumentParser(prog="python -m benchmarks accuracy", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks accuracy",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--sizes", nargs="*", type=int, default=[6, 7], help="exponents of 10")
     ap.add_argument("--bases", default="auto,pairs:2")
     ap.add_argument("--releases", type=int, default=2)
@@ -98,13 +114,24 @@ def main(argv: list[str] | None = None) -> None:
         n = 10**exponent
         sums = exact_sums(n, 30)
         mean = sums.first_moments() / sums.count
-        truth = correlation_from_covariance(sums.second_moments() / sums.count - np.outer(mean, mean))
+        truth = correlation_from_covariance(
+            sums.second_moments() / sums.count - np.outer(mean, mean)
+        )
         for basis in args.bases.split(","):
             for seed in range(args.releases):
                 runs.append({"n": n, "d": 30, **release_errors(sums, truth, basis, seed)})
                 print(json.dumps(runs[-1]), flush=True)
-    args.out.write_text(json.dumps({"command": "python -m benchmarks accuracy " + " ".join(argv or sys.argv[2:]),
-                                    "epsilon": 1.0, "runs": runs}, indent=1) + "\n")
+    args.out.write_text(
+        json.dumps(
+            {
+                "command": "python -m benchmarks accuracy " + " ".join(argv or sys.argv[2:]),
+                "epsilon": 1.0,
+                "runs": runs,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
 
 
 if __name__ == "__main__":

@@ -77,9 +77,12 @@ def kde_comparison(repeats: int) -> list[dict]:
         if t not in coefficient_cache:
             rows = []
             for point in y[:, 0]:
+
                 def f(s, point=point):
                     return np.exp(-0.5 * ((bounds.unscale(s)[:, 0] - point) / widths[0]) ** 2) / (
-                        math.sqrt(2 * math.pi) * widths[0])
+                        math.sqrt(2 * math.pi) * widths[0]
+                    )
+
                 rows.append(query_coefficients(f, 1, t, "chebyshev", summary_params.smoothness))
             coefficient_cache[t] = np.array(rows)
         return coefficient_cache[t]
@@ -90,20 +93,32 @@ def kde_comparison(repeats: int) -> list[dict]:
         errors: dict[str, list[float]] = {}
         for rep in range(repeats):
             noise = NoiseSource(np.random.default_rng(1000 * rep + 7))
-            release = release_kde(lattice_sums, n, params, ["x"], lower, upper, PrivacyAccountant(eps), noise)
+            release = release_kde(
+                lattice_sums, n, params, ["x"], lower, upper, PrivacyAccountant(eps), noise
+            )
             for h in ORDERS:
-                errors.setdefault(f"bernstein_h{h}", []).append(float(np.abs(release.evaluate(y, h) - truth).max()))
-            errors.setdefault("nearest_lattice", []).append(float(np.abs(release.nearest(y) - truth).max()))
-            summary = release_tensor_summary(tensor, bounds, summary_params, PrivacyAccountant(eps), noise)
-            answers = np.clip(summary_coefficients(summary.degree) @ summary.answers.ravel(),
-                              0.0, 1.0 / (math.sqrt(2 * math.pi) * widths[0]))  # as the Bernstein KDE
+                errors.setdefault(f"bernstein_h{h}", []).append(
+                    float(np.abs(release.evaluate(y, h) - truth).max())
+                )
+            errors.setdefault("nearest_lattice", []).append(
+                float(np.abs(release.nearest(y) - truth).max())
+            )
+            summary = release_tensor_summary(
+                tensor, bounds, summary_params, PrivacyAccountant(eps), noise
+            )
+            answers = np.clip(
+                summary_coefficients(summary.degree) @ summary.answers.ravel(),
+                0.0,
+                1.0 / (math.sqrt(2 * math.pi) * widths[0]),
+            )  # as the Bernstein KDE
             errors.setdefault("smooth_summary", []).append(float(np.abs(answers - truth).max()))
             row["summary_degree"] = summary.degree
         for rep in range(max(1, repeats // 10)):
             synth = SmoothSynthesizer(eps, {"x": (0.0, 1.0)}, random_state=rep).fit({"x": x[:, 0]})
             sample = synth.sample(20_000)["x"][:, None]
             errors.setdefault("synthetic_data", []).append(
-                float(np.abs(kde_sums(sample, y, widths) / sample.shape[0] - truth).max()))
+                float(np.abs(kde_sums(sample, y, widths) / sample.shape[0] - truth).max())
+            )
         row["sup_error"] = {key: float(np.mean(v)) for key, v in errors.items()}
         out.append(row)
         print(json.dumps(row), flush=True)
@@ -127,11 +142,17 @@ def distance_comparison(repeats: int) -> list[dict]:
     out = []
     for n in (1000, 10_000, 100_000):
         x = distance_table(n, 1)
-        truth = {"l1": np.abs(x[None] - queries[:, None]).sum(axis=2).mean(axis=1),
-                 "l2": np.linalg.norm(x[None] - queries[:, None], axis=2).mean(axis=1)}
+        truth = {
+            "l1": np.abs(x[None] - queries[:, None]).sum(axis=2).mean(axis=1),
+            "l2": np.linalg.norm(x[None] - queries[:, None], axis=2).mean(axis=1),
+        }
         for eps in (0.1, 1.0, 10.0):
-            row: dict = {"n": n, "epsilon": eps, "mean_true_l1": float(truth["l1"].mean()),
-                         "mean_true_l2": float(truth["l2"].mean())}
+            row: dict = {
+                "n": n,
+                "epsilon": eps,
+                "mean_true_l1": float(truth["l1"].mean()),
+                "mean_true_l2": float(truth["l2"].mean()),
+            }
             errors: dict[str, list[float]] = {}
             for rep in range(repeats):
                 noise = NoiseSource(np.random.default_rng(100 * rep + 3))
@@ -140,7 +161,9 @@ def distance_comparison(repeats: int) -> list[dict]:
                     emb = Embedding.build(params, bounds, None, np.random.default_rng(rep))
                     release = release_from_records(x, emb, params, PrivacyAccountant(eps), noise)
                     key = f"huang_roth_{metric}" + (f"_m{dim}" if dim else "")
-                    errors.setdefault(key, []).append(float(np.abs(release.answer(queries) - truth[metric]).max()))
+                    errors.setdefault(key, []).append(
+                        float(np.abs(release.answer(queries) - truth[metric]).max())
+                    )
                 # the Laplace mechanism on these 500 queries: 5% count, 95% sums
                 for metric in ("l1", "l2"):
                     diameter = widths.sum() if metric == "l1" else float(np.linalg.norm(widths))
@@ -151,15 +174,23 @@ def distance_comparison(repeats: int) -> list[dict]:
                     sums = noise.laplace(truth[metric] * n, scale)
                     accountant.charge("sums", 500 * diameter, scale)
                     answers = np.clip(sums / max(count, 1.0), 0, diameter)
-                    errors.setdefault(f"laplace_{metric}", []).append(float(np.abs(answers - truth[metric]).max()))
+                    errors.setdefault(f"laplace_{metric}", []).append(
+                        float(np.abs(answers - truth[metric]).max())
+                    )
                 synth = SmoothSynthesizer(eps, DIST_BOUNDS, random_state=rep).fit(
-                    {c: x[:, i] for i, c in enumerate(DIST_BOUNDS)})
+                    {c: x[:, i] for i, c in enumerate(DIST_BOUNDS)}
+                )
                 sample = synth.sample(20_000)
                 s = np.column_stack([sample[c] for c in DIST_BOUNDS])
                 for metric in ("l1", "l2"):
-                    d = (np.abs(s[None] - queries[:, None]).sum(axis=2) if metric == "l1"
-                         else np.linalg.norm(s[None] - queries[:, None], axis=2))
-                    errors.setdefault(f"synthetic_{metric}", []).append(float(np.abs(d.mean(axis=1) - truth[metric]).max()))
+                    d = (
+                        np.abs(s[None] - queries[:, None]).sum(axis=2)
+                        if metric == "l1"
+                        else np.linalg.norm(s[None] - queries[:, None], axis=2)
+                    )
+                    errors.setdefault(f"synthetic_{metric}", []).append(
+                        float(np.abs(d.mean(axis=1) - truth[metric]).max())
+                    )
             row["max_abs_error"] = {key: float(np.mean(v)) for key, v in errors.items()}
             out.append(row)
             print(json.dumps(row), flush=True)
@@ -176,10 +207,12 @@ def plot(result: dict, path: Path) -> None:
     rows = result["kde_figure1"]
     eps = [r["epsilon"] for r in rows]
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for key, label, style in [*[(f"bernstein_h{h}", f"Bernstein h = {h}", "-o") for h in ORDERS],
-                              ("nearest_lattice", "nearest lattice point (baseline)", "--s"),
-                              ("smooth_summary", "smooth summary (Alg. 1-2)", "-.^"),
-                              ("synthetic_data", "synthetic data", ":v")]:
+    for key, label, style in [
+        *[(f"bernstein_h{h}", f"Bernstein h = {h}", "-o") for h in ORDERS],
+        ("nearest_lattice", "nearest lattice point (baseline)", "--s"),
+        ("smooth_summary", "smooth summary (Alg. 1-2)", "-.^"),
+        ("synthetic_data", "synthetic data", ":v"),
+    ]:
         ax.plot(eps, [r["sup_error"][key] for r in rows], style, label=label, markersize=4)
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -192,13 +225,20 @@ def plot(result: dict, path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks mechanisms", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks mechanisms",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--plot-only", action="store_true")
     args = ap.parse_args(argv)
     out = ROOT / "benchmarks" / "mechanisms.json"
     if not args.plot_only:
         start = time.perf_counter()
-        result = {"kde_figure1": kde_comparison(repeats=30), "distances": distance_comparison(repeats=3)}
+        result = {
+            "kde_figure1": kde_comparison(repeats=30),
+            "distances": distance_comparison(repeats=3),
+        }
         result["seconds"] = time.perf_counter() - start
         out.write_text(json.dumps(result, indent=1))
     plot(json.loads(out.read_text()), ROOT / "benchmarks" / "mechanisms_kde.png")

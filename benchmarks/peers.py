@@ -35,8 +35,9 @@ def main() -> None:
 
     bounds = json.loads(Path(args.bounds).read_text())
     real = pq.read_table(args.real).to_pandas()[list(bounds)]
-    transformer = TableTransformer([BinTransformer(bins=args.bins, lower=lo, upper=hi)
-                                    for lo, hi in bounds.values()])
+    transformer = TableTransformer(
+        [BinTransformer(bins=args.bins, lower=lo, upper=hi) for lo, hi in bounds.values()]
+    )
     synth = Synthesizer.create(args.method, epsilon=args.epsilon, verbose=False)
     synth.fit(real, transformer=transformer, preprocessor_eps=0.0)
     out = synth.sample(len(real))

@@ -46,8 +46,11 @@ def release(method: str, train: np.ndarray, eps: float, bounds: dict, seed: int)
         unit = {name: (-1.0, 1.0) for name in bounds}
         params = SmoothPCAParams(**PARAMS)
         synth = SmoothSynthesizer(eps, unit, params=params, random_state=seed).fit(
-            {name: train[:, i] for i, name in enumerate(bounds)})
-        return sample_scaled(synth.result_, max(1, round(synth.result_.summary.noisy_count)), synth.sampling_rng_)
+            {name: train[:, i] for i, name in enumerate(bounds)}
+        )
+        return sample_scaled(
+            synth.result_, max(1, round(synth.result_.summary.noisy_count)), synth.sampling_rng_
+        )
     if method == "uniform":
         return uniform_rows(train.shape[1], train.shape[0], rng)
     if method == "independent-laplace":
@@ -56,16 +59,24 @@ def release(method: str, train: np.ndarray, eps: float, bounds: dict, seed: int)
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks quality", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks quality",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--queries", type=int, default=10_000)
     ap.add_argument("--releases", type=int, default=5)
-    ap.add_argument("--params", type=json.loads, default={}, help="SmoothPCAParams overrides for ours")
+    ap.add_argument(
+        "--params", type=json.loads, default={}, help="SmoothPCAParams overrides for ours"
+    )
     ap.add_argument("--methods", nargs="+", default=list(METHODS))
     ap.add_argument("--out", default="eval_wdbc.json")
     args = ap.parse_args(argv)
     PARAMS.update(args.params)
     config = yaml.safe_load((ROOT / "conf/examples/wdbc.yaml").read_text())
-    bounds = {c["name"]: (c.get("lower", 0.0), c.get("upper", 1.0)) for c in config["columns"]}  # label: values [0, 1]
+    bounds = {
+        c["name"]: (c.get("lower", 0.0), c.get("upper", 1.0)) for c in config["columns"]
+    }  # label: values [0, 1]
     public = PublicBounds.from_mapping(bounds)
     table = pq.read_table(ROOT / "data/wdbc.parquet")
     data = public.scale(np.column_stack([table[c].to_numpy() for c in bounds]))
@@ -75,11 +86,18 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     for eps in (0.1, 1.0, 10.0):
         for method in args.methods:
-            acc: dict[str, list] = {"worst_rel": [], "mean_rel": [], "pairwise_mean_abs": [], "w1_mean": [],
-                                    "corr_diff": [], "distinct": [], "auc": []}
+            acc: dict[str, list] = {
+                "worst_rel": [],
+                "mean_rel": [],
+                "pairwise_mean_abs": [],
+                "w1_mean": [],
+                "corr_diff": [],
+                "distinct": [],
+                "auc": [],
+            }
             for rep in range(args.releases):
                 split = np.random.default_rng(rep).permutation(data.shape[0])
-                train, test = data[split[: len(split) // 2]], data[split[len(split) // 2:]]
+                train, test = data[split[: len(split) // 2]], data[split[len(split) // 2 :]]
                 fake = release(method, train, eps, bounds, 1000 + rep)
                 truth_paper, truth_pairs = queries.split(queries.sums(train) / train.shape[0])
                 got_paper, got_pairs = queries.split(queries.sums(fake) / fake.shape[0])
@@ -92,13 +110,27 @@ def main(argv: list[str] | None = None) -> None:
                 acc["distinct"].append(distinct_rows(fake))
                 y_test = np.rint((test[:, label] + 1) / 2)
                 trainer = train if method.startswith("real") else fake
-                acc["auc"].append(svm_auc(trainer[:, features], (trainer[:, label] + 1) / 2,
-                                          test[:, features], y_test, seed=rep))
+                acc["auc"].append(
+                    svm_auc(
+                        trainer[:, features],
+                        (trainer[:, label] + 1) / 2,
+                        test[:, features],
+                        y_test,
+                        seed=rep,
+                    )
+                )
             auc = np.array(acc["auc"], dtype=float)
             row = {
-                "epsilon": eps, "method": method,
-                "worst_rel": {str(s): float(v) for s, v in zip(PAPER_SIGMAS, np.mean(acc["worst_rel"], axis=0))},
-                "mean_rel": {str(s): float(v) for s, v in zip(PAPER_SIGMAS, np.mean(acc["mean_rel"], axis=0))},
+                "epsilon": eps,
+                "method": method,
+                "worst_rel": {
+                    str(s): float(v)
+                    for s, v in zip(PAPER_SIGMAS, np.mean(acc["worst_rel"], axis=0), strict=False)
+                },
+                "mean_rel": {
+                    str(s): float(v)
+                    for s, v in zip(PAPER_SIGMAS, np.mean(acc["mean_rel"], axis=0), strict=False)
+                },
                 "pairwise_mean_abs": float(np.mean(acc["pairwise_mean_abs"])),
                 "marginal_w1_mean": float(np.mean(acc["w1_mean"])),
                 "correlation_max_abs_diff": float(np.mean(acc["corr_diff"])),
@@ -108,11 +140,25 @@ def main(argv: list[str] | None = None) -> None:
                 "auc_all": [None if np.isnan(a) else float(a) for a in auc],
             }
             rows.append(row)
-            print(json.dumps({k: row[k] for k in ("epsilon", "method", "auc_mean", "pairwise_mean_abs")}
-                             | {"worst_rel_4": row["worst_rel"]["4.0"]}))
+            print(
+                json.dumps(
+                    {k: row[k] for k in ("epsilon", "method", "auc_mean", "pairwise_mean_abs")}
+                    | {"worst_rel_4": row["worst_rel"]["4.0"]}
+                )
+            )
     out = ROOT / "benchmarks" / args.out
-    out.write_text(json.dumps({"queries": args.queries, "releases": args.releases, "params": PARAMS,
-                               "paper_wdbc": PAPER_WDBC_EPS1, "rows": rows}, indent=1))
+    out.write_text(
+        json.dumps(
+            {
+                "queries": args.queries,
+                "releases": args.releases,
+                "params": PARAMS,
+                "paper_wdbc": PAPER_WDBC_EPS1,
+                "rows": rows,
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

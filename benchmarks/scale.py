@@ -10,8 +10,10 @@ Each table (correlated Gaussian, clipped to [-1, 1], float64, row groups of 250,
 
 * ``numpy``: the same exact kernel (``partial_sums``) over the first min(n, 10^7) rows, one process
   (reading more would only repeat the same rate; the row says how many rows it read);
-* ``job``: the full release (``run_synthesize``, default config, ``local[2]``, arrow reader), with the
-  stage times from its manifest; the Python driver's peak RSS (``benchmarks.speed.peak_rss_mb``) and the peak RSS of the
+* ``job``: the full release (``run_synthesize``, default config, ``local[2]``, arrow reader), with
+the
+  stage times from its manifest; the Python driver's peak RSS (``benchmarks.speed.peak_rss_mb``)
+  and the peak RSS of the
   JVM (which in local mode hosts the executors as well as the driver), sampled every 0.5 s; below
   10^8 rows also the data pass alone, run again in the same session (warm: no start-up costs).
 
@@ -59,7 +61,9 @@ def make_table(n: int, d: int = D) -> Path:
             for start in range(0, rows_in_file, 1_000_000):
                 rows = min(1_000_000, rows_in_file - start)
                 x = np.clip(0.3 * rng.normal(size=(rows, d)) @ mix, -1, 1)
-                writer.write_table(pa.table({f"c{i}": x[:, i] for i in range(d)}), row_group_size=250_000)
+                writer.write_table(
+                    pa.table({f"c{i}": x[:, i] for i in range(d)}), row_group_size=250_000
+                )
         print(f"  wrote {first + rows_in_file:,} / {n:,} rows", flush=True)
     done.touch()
     return folder
@@ -135,11 +139,16 @@ def run_job(folder: str, n: int, d: int) -> dict:
     from dpsmooth_spark.spark import data_pass, session
 
     out = str(BUILD / f"release_n{n}_d{d}")
-    config = parse_config({
-        "input": {"path": folder}, "columns": [{"name": f"c{i}", "lower": -1, "upper": 1} for i in range(d)],
-        "privacy": {"epsilon": 1.0}, "output": {"path": out, "mode": "overwrite", "rows": 100_000},
-        "ledger": {"path": out + ".ledger.sqlite"}, "spark": {"master": "local[2]"},
-    })
+    config = parse_config(
+        {
+            "input": {"path": folder},
+            "columns": [{"name": f"c{i}", "lower": -1, "upper": 1} for i in range(d)],
+            "privacy": {"epsilon": 1.0},
+            "output": {"path": out, "mode": "overwrite", "rows": 100_000},
+            "ledger": {"path": out + ".ledger.sqlite"},
+            "spark": {"master": "local[2]"},
+        }
+    )
     jvm = JvmPeak()
     start = time.perf_counter()
     report = run_synthesize(config, quiet=True)
@@ -149,27 +158,42 @@ def run_job(folder: str, n: int, d: int) -> dict:
     warm = None
     if n < 10**8:
         start = time.perf_counter()
-        data_pass.exact_sums_arrow(session.get_session(), folder, config.public_bounds(),
-                                   config.mechanism.pass_spec(d))
+        data_pass.exact_sums_arrow(
+            session.get_session(), folder, config.public_bounds(), config.mechanism.pass_spec(d)
+        )
         warm = n / (time.perf_counter() - start)
-    return {"total_seconds": total, "stage_seconds": stages, "pass_rows_per_s": n / pass_seconds,
-            "warm_pass_rows_per_s": warm,
-            "basis_size": report.manifest["mechanism"]["basis"]["size"],
-            "driver_peak_rss_mb": peak_rss_mb(),
-            "jvm_peak_rss_mb": jvm.stop()}
+    return {
+        "total_seconds": total,
+        "stage_seconds": stages,
+        "pass_rows_per_s": n / pass_seconds,
+        "warm_pass_rows_per_s": warm,
+        "basis_size": report.manifest["mechanism"]["basis"]["size"],
+        "driver_peak_rss_mb": peak_rss_mb(),
+        "jvm_peak_rss_mb": jvm.stop(),
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks scale", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks scale",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--sizes", nargs="*", type=int, default=[6, 7, 8], help="exponents of 10")
-    ap.add_argument("--rows", nargs="*", type=int, default=[], help="row counts (instead of --sizes)")
+    ap.add_argument(
+        "--rows", nargs="*", type=int, default=[], help="row counts (instead of --sizes)"
+    )
     ap.add_argument("--d", type=int, default=D, help="columns")
     ap.add_argument("--generate-only", action="store_true")
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
         mode, folder, n, d = args.child
-        result = run_numpy(folder, int(n), int(d)) if mode == "numpy" else run_job(folder, int(n), int(d))
+        result = (
+            run_numpy(folder, int(n), int(d))
+            if mode == "numpy"
+            else run_job(folder, int(n), int(d))
+        )
         print("RESULT " + json.dumps(result), flush=True)
         return
     out_path = ROOT / "benchmarks" / "scale.json"
@@ -181,24 +205,54 @@ def main(argv: list[str] | None = None) -> None:
             continue
         row: dict = {"n": n, "d": args.d}
         for mode in ("numpy", "job"):
-            proc = subprocess.run([sys.executable, "-m", "benchmarks", "scale", "--child", mode, str(folder), str(n), str(args.d)],
-                                  check=False, capture_output=True, text=True, cwd=ROOT)
+            proc = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "benchmarks",
+                    "scale",
+                    "--child",
+                    mode,
+                    str(folder),
+                    str(n),
+                    str(args.d),
+                ],
+                check=False,
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+            )
             if proc.returncode != 0:
                 sys.stderr.write(proc.stderr[-4000:])
                 raise SystemExit(f"{mode} run failed at n = {n}")
-            row[mode] = json.loads([x for x in proc.stdout.splitlines() if x.startswith("RESULT ")][-1][7:])
+            row[mode] = json.loads(
+                [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")][-1][7:]
+            )
         row["pass_over_numpy_1proc"] = row["job"]["pass_rows_per_s"] / row["numpy"]["rows_per_s"]
         row["pass_over_numpy_2cores"] = row["pass_over_numpy_1proc"] / 2
         if row["job"]["warm_pass_rows_per_s"]:
-            row["warm_pass_over_numpy_2cores"] = row["job"]["warm_pass_rows_per_s"] / row["numpy"]["rows_per_s"] / 2
+            row["warm_pass_over_numpy_2cores"] = (
+                row["job"]["warm_pass_rows_per_s"] / row["numpy"]["rows_per_s"] / 2
+            )
         rows[(n, args.d)] = row
-        print(json.dumps({"n": n, "total_s": row["job"]["total_seconds"],
-                          "pass_rows_per_s": row["job"]["pass_rows_per_s"],
-                          "numpy_rows_per_s": row["numpy"]["rows_per_s"],
-                          "driver_rss_mb": row["job"]["driver_peak_rss_mb"],
-                          "jvm_rss_mb": row["job"]["jvm_peak_rss_mb"]}), flush=True)
-        out_path.write_text(json.dumps({"machine": "2 cores, local[2]",
-                                        "sizes": [rows[k] for k in sorted(rows)]}, indent=1))
+        print(
+            json.dumps(
+                {
+                    "n": n,
+                    "total_s": row["job"]["total_seconds"],
+                    "pass_rows_per_s": row["job"]["pass_rows_per_s"],
+                    "numpy_rows_per_s": row["numpy"]["rows_per_s"],
+                    "driver_rss_mb": row["job"]["driver_peak_rss_mb"],
+                    "jvm_rss_mb": row["job"]["jvm_peak_rss_mb"],
+                }
+            ),
+            flush=True,
+        )
+        out_path.write_text(
+            json.dumps(
+                {"machine": "2 cores, local[2]", "sizes": [rows[k] for k in sorted(rows)]}, indent=1
+            )
+        )
 
 
 if __name__ == "__main__":

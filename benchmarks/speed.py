@@ -59,7 +59,9 @@ def make_table(n: int, d: int) -> Path:
     BUILD.mkdir(parents=True, exist_ok=True)
     with pq.ParquetWriter(path, pa.schema([(f"c{i}", pa.float64()) for i in range(d)])) as writer:
         for x in correlated_batches(n, d):
-            writer.write_table(pa.table({f"c{i}": x[:, i] for i in range(d)}), row_group_size=250_000)
+            writer.write_table(
+                pa.table({f"c{i}": x[:, i] for i in range(d)}), row_group_size=250_000
+            )
     return path
 
 
@@ -72,8 +74,10 @@ def run_numpy(path: str, d: int) -> dict:
     degree = SmoothPCAParams().data_pass_degree(d)
     start = time.perf_counter()
     reader = pq.ParquetFile(path)
-    batches = (np.column_stack([b.column(i).to_numpy() for i in range(d)])
-               for b in reader.iter_batches(batch_size=65_536))
+    batches = (
+        np.column_stack([b.column(i).to_numpy() for i in range(d)])
+        for b in reader.iter_batches(batch_size=65_536)
+    )
     sums = partial_sums(batches, -np.ones(d), np.ones(d), degree)
     seconds = time.perf_counter() - start
     return {"seconds": seconds, "rows": sums.rows_seen, "rows_per_s": sums.rows_seen / seconds}
@@ -84,11 +88,16 @@ def run_spark(path: str, d: int, out: str) -> dict:
     from dpsmooth_spark.pipeline.synthesize import run_synthesize
     from dpsmooth_spark.spark import data_pass, io, session
 
-    config = parse_config({
-        "input": {"path": path}, "columns": [{"name": f"c{i}", "lower": -1, "upper": 1} for i in range(d)],
-        "privacy": {"epsilon": 1.0}, "output": {"path": out, "mode": "overwrite", "rows": 100_000},
-        "ledger": {"path": out + ".ledger.sqlite"}, "spark": {"master": "local[2]"},
-    })
+    config = parse_config(
+        {
+            "input": {"path": path},
+            "columns": [{"name": f"c{i}", "lower": -1, "upper": 1} for i in range(d)],
+            "privacy": {"epsilon": 1.0},
+            "output": {"path": out, "mode": "overwrite", "rows": 100_000},
+            "ledger": {"path": out + ".ledger.sqlite"},
+            "spark": {"master": "local[2]"},
+        }
+    )
     start = time.perf_counter()
     report = run_synthesize(config, quiet=True)
     total = time.perf_counter() - start
@@ -104,10 +113,15 @@ def run_spark(path: str, d: int, out: str) -> dict:
         else:
             sums = data_pass.exact_sums_arrow(spark, path, bounds, spec)
         timings[reader] = time.perf_counter() - start
-    return {"total_seconds": total, "stage_seconds": report.manifest["stage_seconds"],
-            "warm_pass_seconds": timings["spark"], "rows_per_s": sums.rows_seen / timings["spark"],
-            "arrow_warm_pass_seconds": timings["arrow"], "arrow_rows_per_s": sums.rows_seen / timings["arrow"],
-            "driver_peak_rss_mb": peak_rss_mb()}
+    return {
+        "total_seconds": total,
+        "stage_seconds": report.manifest["stage_seconds"],
+        "warm_pass_seconds": timings["spark"],
+        "rows_per_s": sums.rows_seen / timings["spark"],
+        "arrow_warm_pass_seconds": timings["arrow"],
+        "arrow_rows_per_s": sums.rows_seen / timings["arrow"],
+        "driver_peak_rss_mb": peak_rss_mb(),
+    }
 
 
 def lp_timings() -> list[dict]:
@@ -126,12 +140,20 @@ def lp_timings() -> list[dict]:
 
 
 def child(mode: str, path: str, d: int) -> None:
-    result = run_numpy(path, d) if mode == "numpy" else run_spark(path, d, str(BUILD / f"out_{Path(path).stem}"))
+    result = (
+        run_numpy(path, d)
+        if mode == "numpy"
+        else run_spark(path, d, str(BUILD / f"out_{Path(path).stem}"))
+    )
     print("RESULT " + json.dumps(result))
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks speed", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks speed",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--large", action="store_true")
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -145,18 +167,45 @@ def main(argv: list[str] | None = None) -> None:
             path = make_table(n, d)
             row: dict = {"n": n, "d": d}
             for mode in ("numpy", "spark"):
-                proc = subprocess.run([sys.executable, "-m", "benchmarks", "speed", "--child", mode, str(path), str(d)],
-                                      capture_output=True, text=True, check=True, cwd=ROOT)
+                proc = subprocess.run(
+                    [
+                        sys.executable,
+                        "-m",
+                        "benchmarks",
+                        "speed",
+                        "--child",
+                        mode,
+                        str(path),
+                        str(d),
+                    ],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                    cwd=ROOT,
+                )
                 line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")][-1]
                 row[mode] = json.loads(line[7:])
-            row["spark_over_numpy_throughput"] = row["spark"]["rows_per_s"] / row["numpy"]["rows_per_s"]
-            row["arrow_over_numpy_throughput"] = row["spark"]["arrow_rows_per_s"] / row["numpy"]["rows_per_s"]
+            row["spark_over_numpy_throughput"] = (
+                row["spark"]["rows_per_s"] / row["numpy"]["rows_per_s"]
+            )
+            row["arrow_over_numpy_throughput"] = (
+                row["spark"]["arrow_rows_per_s"] / row["numpy"]["rows_per_s"]
+            )
             rows.append(row)
-            print(json.dumps({"n": n, "d": d, "numpy_rows_per_s": row["numpy"]["rows_per_s"],
-                              "spark_rows_per_s": row["spark"]["rows_per_s"],
-                              "ratio": row["spark_over_numpy_throughput"],
-                              "arrow_rows_per_s": row["spark"]["arrow_rows_per_s"],
-                              "arrow_ratio": row["arrow_over_numpy_throughput"]}), flush=True)
+            print(
+                json.dumps(
+                    {
+                        "n": n,
+                        "d": d,
+                        "numpy_rows_per_s": row["numpy"]["rows_per_s"],
+                        "spark_rows_per_s": row["spark"]["rows_per_s"],
+                        "ratio": row["spark_over_numpy_throughput"],
+                        "arrow_rows_per_s": row["spark"]["arrow_rows_per_s"],
+                        "arrow_ratio": row["arrow_over_numpy_throughput"],
+                    }
+                ),
+                flush=True,
+            )
     result = {"machine": "2 cores, local[2]", "sizes": rows, "lp": lp_timings()}
     (ROOT / "benchmarks" / "speed.json").write_text(json.dumps(result, indent=1))
 

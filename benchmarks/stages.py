@@ -76,40 +76,59 @@ def run_point(sums_path: str, basis: str, candidates: int) -> dict:
     bounds = PublicBounds.from_mapping({f"c{i}": (-1.0, 1.0) for i in range(d)})
     rng = np.random.default_rng(1)
     start = time.perf_counter()
-    summary = release_summary(sums, bounds, params, PrivacyAccountant(1.0, 0.0), NoiseSource(rng), rng)
+    summary = release_summary(
+        sums, bounds, params, PrivacyAccountant(1.0, 0.0), NoiseSource(rng), rng
+    )
     measure = time.perf_counter() - start
     result = fit_from_summary(summary, params, rng)
     start = time.perf_counter()
     sample_scaled(result, 100_000, rng)
     sample = time.perf_counter() - start
     seconds = {"measure": measure, **result.timings, "sample": sample}
-    return {"basis": basis, "basis_size": summary.functions, "R": result.functions, "C": candidates,
-            "seconds": {k: round(v, 3) for k, v in seconds.items()},
-            "driver_seconds": round(sum(v for k, v in seconds.items() if "." not in k), 3),
-            "fit_seconds_after_noise": round(seconds["candidates"] + seconds["fit"] + sample, 3),
-            "chi2_per_function": round(result.chi2 / result.functions, 4),
-            "effective_support": result.support_size,
-            "peak_rss_mb": round(peak_rss_mb(), 1)}
+    return {
+        "basis": basis,
+        "basis_size": summary.functions,
+        "R": result.functions,
+        "C": candidates,
+        "seconds": {k: round(v, 3) for k, v in seconds.items()},
+        "driver_seconds": round(sum(v for k, v in seconds.items() if "." not in k), 3),
+        "fit_seconds_after_noise": round(seconds["candidates"] + seconds["fit"] + sample, 3),
+        "chi2_per_function": round(result.chi2 / result.functions, 4),
+        "effective_support": result.support_size,
+        "peak_rss_mb": round(peak_rss_mb(), 1),
+    }
 
 
 def markdown(points: list[dict]) -> str:
-    """The results as a Markdown table (``docs/benchmarks.md``)."""
-    lines = ["| basis | R | C | candidates s | closest fit s | maxent s | fit after noise s | chi2 / R | effective support | peak RSS MB |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    """The results as a Markdown table (``docs/results.md``)."""
+    lines = [
+        "| basis | R | C | candidates s | closest fit s | maxent s | fit after noise s | chi2 / R "
+        "| effective support | peak RSS MB |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for p in points:
         if "error" in p:
-            lines.append(f"| {p['basis']} | | {p['C']} | failed: {' '.join(p['error'])} | | | | | | |")
+            lines.append(
+                f"| {p['basis']} | | {p['C']} | failed: {' '.join(p['error'])} | | | | | | |"
+            )
             continue
         t = p["seconds"]
-        lines.append(f"| {p['basis']} | {p['R']} | {p['C']:,} | {t['candidates']:.1f} | {t.get('fit.closest', 0):.1f} | "
-                     f"{t.get('fit.maxent', 0):.1f} | {p['fit_seconds_after_noise']:.1f} | {p['chi2_per_function']:.2f} | "
-                     f"{p['effective_support']:,} | {p['peak_rss_mb']:.0f} |")
+        lines.append(
+            f"| {p['basis']} | {p['R']} | {p['C']:,} | {t['candidates']:.1f} | "
+            f"{t.get('fit.closest', 0):.1f} | "
+            f"{t.get('fit.maxent', 0):.1f} | {p['fit_seconds_after_noise']:.1f} | "
+            f"{p['chi2_per_function']:.2f} | "
+            f"{p['effective_support']:,} | {p['peak_rss_mb']:.0f} |"
+        )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks stages", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks stages",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--bases", default=",".join(BASES), help="kind:degree, comma separated")
     ap.add_argument("--candidates", default=",".join(map(str, CANDIDATES)))
     ap.add_argument("--rows", type=int, default=1_000_000)
@@ -128,18 +147,36 @@ def main(argv: list[str] | None = None) -> None:
     points = []
     for basis in args.bases.split(","):
         for c in map(int, args.candidates.split(",")):
-            proc = subprocess.run([sys.executable, "-m", "benchmarks", "stages", "--child", str(sums), basis, str(c)],
-                                  capture_output=True, text=True, cwd=ROOT, check=False)
+            proc = subprocess.run(
+                [sys.executable, "-m", "benchmarks", "stages", "--child", str(sums), basis, str(c)],
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+                check=False,
+            )
             lines = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
             if proc.returncode != 0 or not lines:
-                points.append({"basis": basis, "C": c, "error": proc.stderr.strip().splitlines()[-1:]})
+                points.append(
+                    {"basis": basis, "C": c, "error": proc.stderr.strip().splitlines()[-1:]}
+                )
             else:
                 points.append(json.loads(lines[-1][7:]))
             print(json.dumps(points[-1]), flush=True)
-    args.out.write_text(json.dumps({
-        "command": "python -m benchmarks stages " + " ".join(argv if argv is not None else sys.argv[2:]),
-        "machine": "2 cores", "rows": args.rows, "columns": args.columns, "epsilon": 1.0,
-        "points": points}, indent=1) + "\n")
+    args.out.write_text(
+        json.dumps(
+            {
+                "command": "python -m benchmarks stages "
+                + " ".join(argv if argv is not None else sys.argv[2:]),
+                "machine": "2 cores",
+                "rows": args.rows,
+                "columns": args.columns,
+                "epsilon": 1.0,
+                "points": points,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
 
 
 if __name__ == "__main__":

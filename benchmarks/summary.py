@@ -2,7 +2,7 @@
 
     python -m benchmarks summary [--queries 300] [--releases 5]
 
-Writes ``benchmarks/summary.json``; docs/benchmarks.md summarises it.
+Writes ``benchmarks/summary.json``; docs/results.md summarises it.
 
 1. Noise-free operators: sup error of the Chebyshev and Jackson (K = 2) coefficients on random
    points, and ``sum |c_r|``, for Gaussian kernels, a logistic and a polynomial, d = 1..4.
@@ -45,15 +45,21 @@ from dpsmooth_spark.privacy.accountant import PrivacyAccountant
 from dpsmooth_spark.privacy.noise import NoiseSource
 
 ROOT = Path(__file__).resolve().parents[1]
-COLUMNS = {"mean_radius": (6.981, 28.11), "mean_texture": (9.71, 39.28), "mean_smoothness": (0.053, 0.163)}
+COLUMNS = {
+    "mean_radius": (6.981, 28.11),
+    "mean_texture": (9.71, 39.28),
+    "mean_smoothness": (0.053, 0.163),
+}
 SIGMAS = (0.5, 1.0, 2.0)
 
 
 def test_functions(d: int, rng: np.random.Generator) -> dict:
     centre = rng.uniform(-0.5, 0.5, d)
     w = rng.uniform(-2, 2, d)
-    out = {f"gaussian-{s}": (lambda x, s=s: np.exp(-((x - centre) ** 2).sum(axis=1) / (2 * s * s)))
-           for s in (0.3, 0.6, 1.2)}
+    out = {
+        f"gaussian-{s}": (lambda x, s=s: np.exp(-((x - centre) ** 2).sum(axis=1) / (2 * s * s)))
+        for s in (0.3, 0.6, 1.2)
+    }
     out["logistic"] = lambda x: 1 / (1 + np.exp(-(x @ w)))
     out["polynomial"] = lambda x: np.prod(x**2, axis=1) + x[:, 0] ** 5
     return out
@@ -70,7 +76,9 @@ def operators() -> list[dict]:
                 row = {"d": d, "query": name, "t": t}
                 for op in ("chebyshev", "jackson"):
                     coef = query_coefficients(f, d, t, op, smoothness=2)
-                    row[f"{op}_sup_error"] = float(np.abs(evaluate_series(coef, points) - f(points)).max())
+                    row[f"{op}_sup_error"] = float(
+                        np.abs(evaluate_series(coef, points) - f(points)).max()
+                    )
                     row[f"{op}_coef_l1"] = float(np.abs(coef).sum())
                 rows.append(row)
     return rows
@@ -78,8 +86,9 @@ def operators() -> list[dict]:
 
 def mixture(queries: GaussianMixtureQueries, q: int, sigma: float):
     centres, weights = queries.centres[q], queries.weights[q]
-    return lambda x: (weights * np.exp(-((x[:, None, :] - centres[None]) ** 2).sum(axis=2)
-                                       / (2 * sigma**2))).sum(axis=1)
+    return lambda x: (
+        weights * np.exp(-((x[:, None, :] - centres[None]) ** 2).sum(axis=2) / (2 * sigma**2))
+    ).sum(axis=1)
 
 
 def accuracy(table: np.ndarray, label: str, n_queries: int, releases: int) -> list[dict]:
@@ -94,25 +103,59 @@ def accuracy(table: np.ndarray, label: str, n_queries: int, releases: int) -> li
             seed = 100 + rep
             for rule in ("paper", "auto"):
                 params = SummaryParams(degree_rule=rule, max_rows=1e6)
-                sums = partial_sums([table], bounds.lower, bounds.upper, PassSpec(1, pass_degree(params, d, 0.0)))
-                summary = release_tensor_summary(sums, bounds, params, PrivacyAccountant(eps),
-                                                 NoiseSource(np.random.default_rng(seed)))
+                sums = partial_sums(
+                    [table], bounds.lower, bounds.upper, PassSpec(1, pass_degree(params, d, 0.0))
+                )
+                summary = release_tensor_summary(
+                    sums,
+                    bounds,
+                    params,
+                    PrivacyAccountant(eps),
+                    NoiseSource(np.random.default_rng(seed)),
+                )
                 for op in ("chebyshev", "jackson"):
-                    got = np.array([[answer(summary, mixture(queries, q, s), op, "scaled").value
-                                     for q in range(n_queries)] for s in SIGMAS])
-                    errors.setdefault(f"summary-{rule}-t-{op}", []).append(np.abs(got - truth).mean(axis=1))
-                errors.setdefault(f"summary-{rule}-t-degree", []).append(np.full(len(SIGMAS), summary.degree))
-            synth = SmoothSynthesizer(eps, {f"x{i}": (-1.0, 1.0) for i in range(d)}, random_state=seed)
+                    got = np.array(
+                        [
+                            [
+                                answer(summary, mixture(queries, q, s), op, "scaled").value
+                                for q in range(n_queries)
+                            ]
+                            for s in SIGMAS
+                        ]
+                    )
+                    errors.setdefault(f"summary-{rule}-t-{op}", []).append(
+                        np.abs(got - truth).mean(axis=1)
+                    )
+                errors.setdefault(f"summary-{rule}-t-degree", []).append(
+                    np.full(len(SIGMAS), summary.degree)
+                )
+            synth = SmoothSynthesizer(
+                eps, {f"x{i}": (-1.0, 1.0) for i in range(d)}, random_state=seed
+            )
             synth.fit({f"x{i}": table[:, i] for i in range(d)})
-            fake = sample_scaled(synth.result_, max(len(table), 20_000), np.random.default_rng(seed))
-            errors.setdefault("synthesizer", []).append(np.abs(queries.answers(fake, SIGMAS) - truth).mean(axis=1))
+            fake = sample_scaled(
+                synth.result_, max(len(table), 20_000), np.random.default_rng(seed)
+            )
+            errors.setdefault("synthesizer", []).append(
+                np.abs(queries.answers(fake, SIGMAS) - truth).mean(axis=1)
+            )
             grid_rows = _grid_release(table, bounds, eps, seed)
             if grid_rows is not None:
                 errors.setdefault("grid (Algorithm 3)", []).append(
-                    np.abs(queries.answers(grid_rows, SIGMAS) - truth).mean(axis=1))
+                    np.abs(queries.answers(grid_rows, SIGMAS) - truth).mean(axis=1)
+                )
         for method, vals in errors.items():
-            rows.append({"table": label, "epsilon": eps, "method": method,
-                         "mean_abs_error": {str(s): float(v) for s, v in zip(SIGMAS, np.mean(vals, axis=0))}})
+            rows.append(
+                {
+                    "table": label,
+                    "epsilon": eps,
+                    "method": method,
+                    "mean_abs_error": {
+                        str(s): float(v)
+                        for s, v in zip(SIGMAS, np.mean(vals, axis=0), strict=False)
+                    },
+                }
+            )
             print(json.dumps(rows[-1]))
     return rows
 
@@ -126,8 +169,12 @@ def _grid_release(table, bounds, eps, seed):
         plan = plan_grid(noisy, bounds.d, params, 0.0)
     except ValueError:
         return None
-    sums = partial_sums([table], bounds.lower, bounds.upper, PassSpec(1, plan.degree, plan.grid_points))
-    release = release_grid(sums, bounds, plan, noisy, acc.share(1 - params.count_fraction), acc, noise)
+    sums = partial_sums(
+        [table], bounds.lower, bounds.upper, PassSpec(1, plan.degree, plan.grid_points)
+    )
+    release = release_grid(
+        sums, bounds, plan, noisy, acc.share(1 - params.count_fraction), acc, noise
+    )
     points, weights, _ = fit_grid(release)
     return sample_grid(points, weights, plan.rows, np.random.default_rng(seed))
 
@@ -139,8 +186,13 @@ def timings() -> dict:
         x = rng.uniform(-1, 1, size=(n, 3))
         start = time.perf_counter()
         partial_sums([x], -np.ones(3), np.ones(3), PassSpec(1, 6))
-        out["summary_kernel_seconds"].append({"n": n, "d": 3, "t": 6, "seconds": time.perf_counter() - start})
-    f = lambda x: np.exp(-(x**2).sum(axis=1))
+        out["summary_kernel_seconds"].append(
+            {"n": n, "d": 3, "t": 6, "seconds": time.perf_counter() - start}
+        )
+
+    def f(x):
+        return np.exp(-(x**2).sum(axis=1))
+
     for d, t in ((1, 64), (2, 16), (2, 64), (3, 8), (3, 16), (4, 8), (5, 6)):
         start = time.perf_counter()
         query_coefficients(f, d, t)
@@ -149,14 +201,22 @@ def timings() -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks summary", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks summary",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--releases", type=int, default=5)
     args = ap.parse_args(argv)
     table = pq.read_table(ROOT / "data" / "wdbc.parquet")
     bounds = PublicBounds.from_mapping(COLUMNS)
     wdbc3 = bounds.scale(np.column_stack([table[c].to_numpy() for c in COLUMNS]))
-    big = np.clip(np.random.default_rng(3).multivariate_normal(wdbc3.mean(axis=0), np.cov(wdbc3.T), 100_000), -1, 1)
+    big = np.clip(
+        np.random.default_rng(3).multivariate_normal(wdbc3.mean(axis=0), np.cov(wdbc3.T), 100_000),
+        -1,
+        1,
+    )
     result = {
         "operators": operators(),
         "accuracy": accuracy(wdbc3, "wdbc-3 (n=569)", args.queries, args.releases)

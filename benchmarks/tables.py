@@ -22,7 +22,9 @@ Table = tuple[np.ndarray, dict[str, tuple[float, float]], str]
 def wdbc() -> Table:
     """The bundled WDBC sample (569 x 31) with the example config's published bounds."""
     config = yaml.safe_load((ROOT / "conf" / "examples" / "wdbc.yaml").read_text())
-    bounds = {c["name"]: (float(c.get("lower", 0)), float(c.get("upper", 1))) for c in config["columns"]}
+    bounds = {
+        c["name"]: (float(c.get("lower", 0)), float(c.get("upper", 1))) for c in config["columns"]
+    }
     table = pq.read_table(ROOT / "data" / "wdbc.parquet")
     data = np.column_stack([table[c].to_numpy().astype(float) for c in bounds])
     return data, bounds, "malignant"
@@ -36,7 +38,9 @@ def _sklearn(loader: Callable, positive: Callable[[np.ndarray], np.ndarray]) -> 
     names = [f"x{i}" for i in range(x.shape[1])]
     label = positive(np.asarray(raw.target)).astype(float)
     data = np.column_stack([x, label])
-    bounds = {n: (float(lo), float(hi)) for n, lo, hi in zip(names, x.min(0), x.max(0))}
+    bounds = {
+        n: (float(lo), float(hi)) for n, lo, hi in zip(names, x.min(0), x.max(0), strict=False)
+    }
     bounds["label"] = (0.0, 1.0)
     return data, bounds, "label"
 
@@ -44,18 +48,21 @@ def _sklearn(loader: Callable, positive: Callable[[np.ndarray], np.ndarray]) -> 
 def wine() -> Table:
     """scikit-learn wine (178 x 13 + label: cultivar 0 or not)."""
     from sklearn.datasets import load_wine
+
     return _sklearn(load_wine, lambda y: y == 0)
 
 
 def iris() -> Table:
     """scikit-learn iris (150 x 4 + label: versicolor or not)."""
     from sklearn.datasets import load_iris
+
     return _sklearn(load_iris, lambda y: y == 1)
 
 
 def digits() -> Table:
     """scikit-learn digits (1797 x 61 non-constant pixels + label: digit below 5)."""
     from sklearn.datasets import load_digits
+
     return _sklearn(load_digits, lambda y: y < 5)
 
 
@@ -95,6 +102,11 @@ def skewed_mixed_scales(n: int = 5000, d: int = 6, seed: int = 2) -> Table:
 
 
 TABLES: dict[str, Callable[[], Table]] = {
-    "wdbc": wdbc, "wine": wine, "iris": iris, "digits": digits, "correlated": correlated,
-    "heavy_tails": heavy_tails, "skewed_scales": skewed_mixed_scales,
+    "wdbc": wdbc,
+    "wine": wine,
+    "iris": iris,
+    "digits": digits,
+    "correlated": correlated,
+    "heavy_tails": heavy_tails,
+    "skewed_scales": skewed_mixed_scales,
 }

@@ -19,11 +19,13 @@ from dpsmooth_spark.config import ConfigError, load_config
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dpsmooth_spark", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    for name, text in (("synthesize", "release a DP synthetic copy of a table"),
-                       ("synthesize-grid", "release a DP synthetic copy by the exact grid LP (Algorithm 3)"),
-                       ("summarize", "release the DP smooth-query summary of a table (Algorithm 1)"),
-                       ("release-function", "release a function of the table by the Bernstein mechanism"),
-                       ("release-distances", "release a structure answering distance queries (Huang-Roth)")):
+    for name, text in (
+        ("synthesize", "release a DP synthetic copy of a table"),
+        ("synthesize-grid", "release a DP synthetic copy by the exact grid LP (Algorithm 3)"),
+        ("summarize", "release the DP smooth-query summary of a table (Algorithm 1)"),
+        ("release-function", "release a function of the table by the Bernstein mechanism"),
+        ("release-distances", "release a structure answering distance queries (Huang-Roth)"),
+    ):
         job = sub.add_parser(name, help=text)
         job.add_argument("--config", required=True, help="release config (YAML)")
         job.add_argument("--release-id", help="idempotency key, e.g. the scheduler's run id")
@@ -38,17 +40,28 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--sample-rows", type=int, default=100_000, help="rows for row-level metrics")
     ev.add_argument("--quiet", action="store_true", help="no progress lines")
     _add_set(ev)
-    ask = sub.add_parser("answer", help="answer a smooth query from a released summary (Algorithm 2)")
+    ask = sub.add_parser(
+        "answer", help="answer a smooth query from a released summary (Algorithm 2)"
+    )
     ask.add_argument("--summary", required=True, help="summary.json or its release folder")
-    ask.add_argument("--query", required=True,
-                     help="e.g. 'gaussian(center=[1, 2], sigma=0.5) + logistic(w=[1, -1], b=0)'")
+    ask.add_argument(
+        "--query",
+        required=True,
+        help="e.g. 'gaussian(center=[1, 2], sigma=0.5) + logistic(w=[1, -1], b=0)'",
+    )
     ask.add_argument("--operator", choices=["chebyshev", "jackson"], default="chebyshev")
     ask.add_argument("--units", choices=["original", "scaled"], default="original")
     point = sub.add_parser("query", help="evaluate a Bernstein or distance release at query points")
-    point.add_argument("--release", required=True, help="release folder (bernstein.json or distances.json)")
-    point.add_argument("--points", required=True,
-                       help="JSON list of points in original units, e.g. '[[0.5], [0.7]]'")
+    point.add_argument(
+        "--release", required=True, help="release folder (bernstein.json or distances.json)"
+    )
+    point.add_argument(
+        "--points",
+        required=True,
+        help="JSON list of points in original units, e.g. '[[0.5], [0.7]]'",
+    )
     point.add_argument("--h", type=int, help="Bernstein order (default: the release's)")
+    sub.add_parser("config-reference", help="print the configuration reference (docs/config.md)")
     ledger = sub.add_parser("ledger", help="show the budget ledger of a config's input table")
     ledger.add_argument("--config", required=True, help="release config (YAML)")
     _add_set(ledger)
@@ -56,8 +69,13 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _add_set(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a config key, e.g. output.path=/lake/synth/2026-11-22 (repeatable)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key, e.g. output.path=/lake/synth/2026-11-22 (repeatable)",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -67,9 +85,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     from dpsmooth_spark.privacy.ledger import BudgetExceededError, BudgetLedger, LedgerConflictError
     from dpsmooth_spark.spark.io import InputError, OutputExistsError
 
-    refusals = (ConfigError, InputError, InvalidDataError, OutputExistsError, BudgetExceededError,
-                LedgerConflictError, ValueError, OSError)
+    refusals = (
+        ConfigError,
+        InputError,
+        InvalidDataError,
+        OutputExistsError,
+        BudgetExceededError,
+        LedgerConflictError,
+        ValueError,
+        OSError,
+    )
     try:
+        if args.command == "config-reference":
+            from dpsmooth_spark.config_reference import render
+
+            print(render(), end="")
+            return 0
         if args.command == "answer":
             return _answer(args)
         if args.command == "query":
@@ -78,8 +109,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "evaluate":
             from dpsmooth_spark.pipeline.evaluate import run_evaluate
 
-            run_evaluate(config, args.synthetic, args.out, args.label, args.queries, args.sample_rows,
-                         quiet=args.quiet)
+            run_evaluate(
+                config,
+                args.synthetic,
+                args.out,
+                args.label,
+                args.queries,
+                args.sample_rows,
+                quiet=args.quiet,
+            )
             print(f"{args.out}/report.html")
             return 0
         if args.command == "ledger":
@@ -151,7 +189,9 @@ def _query(args: argparse.Namespace) -> int:
     try:
         points = np.asarray(json.loads(args.points), dtype=np.float64)
     except (json.JSONDecodeError, TypeError, ValueError):
-        raise ValueError("--points must be a JSON list of points, e.g. '[[0.5, 1.0], [0.2, 0.3]]'") from None
+        raise ValueError(
+            "--points must be a JSON list of points, e.g. '[[0.5, 1.0], [0.2, 0.3]]'"
+        ) from None
     points = np.atleast_2d(points)
     if not np.isfinite(points).all():
         raise ValueError("--points must be finite numbers")
@@ -167,7 +207,11 @@ def _query(args: argparse.Namespace) -> int:
         kind = f"mean {distances.embedding.kind} distance"
     else:
         raise ValueError(f"{folder} holds neither bernstein.json nor distances.json")
-    print(json.dumps({"release": kind, "points": points.tolist(), "values": values.tolist()}, indent=1))
+    print(
+        json.dumps(
+            {"release": kind, "points": points.tolist(), "values": values.tolist()}, indent=1
+        )
+    )
     return 0
 
 

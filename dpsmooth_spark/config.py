@@ -43,17 +43,16 @@ class _Strict(BaseModel):
 
 
 class CatalogConfig(_Strict):
-    """An Iceberg SQL catalog (pyiceberg ``SqlCatalog``; SQLite needs no server).
+    """An Iceberg SQL catalog (pyiceberg ``SqlCatalog``; SQLite needs no server)."""
 
-    Attributes:
-        uri: SQLAlchemy URI of the catalog database, e.g. ``sqlite:////lake/catalog.db``.
-        warehouse: where table data lives, e.g. ``/lake/warehouse`` or ``file:///lake/warehouse``.
-        name: the catalog's name.
-    """
-
-    uri: str = Field(min_length=1)
-    warehouse: str = Field(min_length=1)
-    name: str = "dpsmooth"
+    uri: str = Field(
+        min_length=1,
+        description="SQLAlchemy URI of the catalog database, e.g. sqlite:////lake/catalog.db.",
+    )
+    warehouse: str = Field(
+        min_length=1, description="Where table data lives, e.g. /lake/warehouse."
+    )
+    name: str = Field(default="dpsmooth", description="The catalog's name.")
 
 
 class _TableLocation(_Strict):
@@ -62,55 +61,82 @@ class _TableLocation(_Strict):
 
     _section: ClassVar[str] = ""
     format: str
-    catalog: CatalogConfig | None = None
+    catalog: CatalogConfig | None = Field(
+        default=None, description="The Iceberg catalog (iceberg only)."
+    )
 
     @model_validator(mode="before")
     @classmethod
     def _catalog_table(cls, data: Any) -> Any:
         if isinstance(data, dict) and "table" in data:
             if "path" in data or data.get("format", "table") != "table":
-                raise ValueError(f"{cls._section}: give table (a Spark catalog table) or path, not both")
-            data = {**{k: v for k, v in data.items() if k != "table"}, "path": data["table"], "format": "table"}
+                raise ValueError(
+                    f"{cls._section}: give table (a Spark catalog table) or path, not both"
+                )
+            data = {
+                **{k: v for k, v in data.items() if k != "table"},
+                "path": data["table"],
+                "format": "table",
+            }
         return data
 
     @model_validator(mode="after")
     def _catalog_for_iceberg(self) -> _TableLocation:
         if (self.format == "iceberg") != (self.catalog is not None):
-            raise ValueError(f"{self._section}.catalog is required with format iceberg, and only then")
+            raise ValueError(
+                f"{self._section}.catalog is required with format iceberg, and only then"
+            )
         return self
 
 
 class InputConfig(_TableLocation):
-    """Where the sensitive table is and what to do with unusable rows.
-
-    Attributes:
-        path: file or directory (Parquet), CSV file/directory, Delta table folder, or an Iceberg
-            table identifier (``namespace.table``) in ``catalog``; ``table: db.name`` instead
-            names a table of the Spark session's catalog (``format: table``).
-        format: ``parquet``, ``csv`` (needs a header row), ``delta`` (the current snapshot's files
-            only, from the Delta log; never the raw folder, which keeps removed files) or
-            ``iceberg`` (the current snapshot's data files; tables with delete files are refused).
-        catalog: the Iceberg catalog (``iceberg`` only).
-        table_id: the table's identity in the budget ledger (default ``format:path``); give a
-            stable name when the same table may be read from different paths.
-        reader: how the data pass reads Parquet: ``spark`` (DataFrame + ``mapInArrow``), ``arrow``
-            (Spark schedules the row groups, tasks read them with pyarrow: no JVM-to-Python row
-            transfer) or ``auto`` (``arrow`` for local Parquet whose files hold every column).
-        on_invalid: rows with a null, NaN, infinite or non-numeric value in a selected column:
-            ``error`` stops the job before any noise is drawn; ``drop`` removes those rows (a
-            per-record transformation, so the privacy guarantee is unchanged).
-        max_clamped_fraction: the job stops if more than this fraction of rows lie outside the
-            public bounds, since the bounds are then probably wrong. The check is shown to the
-            operator only and never written to a release.
-    """
+    """Where the sensitive table is and what to do with unusable rows."""
 
     _section: ClassVar[str] = "input"
-    path: str
-    format: Literal["parquet", "csv", "delta", "iceberg", "table"] = "parquet"
-    table_id: str | None = Field(default=None, min_length=1)
-    reader: Literal["auto", "spark", "arrow"] = "auto"
-    on_invalid: Literal["error", "drop"] = "error"
-    max_clamped_fraction: float = Field(default=0.5, ge=0.0, le=1.0)
+    path: str = Field(
+        description=(
+            "File or folder (Parquet, CSV), Delta table folder, or Iceberg identifier; `table: "
+            "db.name` names a catalog table instead."
+        )
+    )
+    format: Literal["parquet", "csv", "delta", "iceberg", "table"] = Field(
+        default="parquet",
+        description=(
+            "parquet, csv (with a header row), delta or iceberg (the current snapshot's files), or"
+            " table (a Spark catalog table)."
+        ),
+    )
+    table_id: str | None = Field(
+        default=None,
+        min_length=1,
+        description=(
+            "The table's identity in the budget ledger (default format:path); give a stable name "
+            "when paths change."
+        ),
+    )
+    reader: Literal["auto", "spark", "arrow"] = Field(
+        default="auto",
+        description=(
+            "How the data pass reads Parquet: spark (mapInArrow), arrow (tasks read row groups "
+            "with pyarrow) or auto."
+        ),
+    )
+    on_invalid: Literal["error", "drop"] = Field(
+        default="error",
+        description=(
+            "Rows with a null, NaN, infinite or non-numeric value: error stops before any noise; "
+            "drop removes them (per record)."
+        ),
+    )
+    max_clamped_fraction: float = Field(
+        default=0.5,
+        ge=0.0,
+        le=1.0,
+        description=(
+            "Stop when more than this share of rows lies outside the bounds (shown to the operator"
+            " only, never released)."
+        ),
+    )
 
 
 class ColumnConfig(_Strict):
@@ -125,11 +151,24 @@ class ColumnConfig(_Strict):
     it a null makes the row invalid (``input.on_invalid``).
     """
 
-    name: str = Field(min_length=1)
-    nullable: bool = False
-    lower: float | dt.datetime | dt.date | None = None
-    upper: float | dt.datetime | dt.date | None = None
-    values: list[StrictBool | StrictInt | StrictStr] | None = None
+    name: str = Field(min_length=1, description="The column's name in the input table.")
+    nullable: bool = Field(
+        default=False,
+        description=(
+            "Allow nulls: their share is released (a null cell in the histogram) and reproduced."
+        ),
+    )
+    lower: float | dt.datetime | dt.date | None = Field(
+        default=None,
+        description="Public lower bound: a number (float or integer column), a date or a datetime.",
+    )
+    upper: float | dt.datetime | dt.date | None = Field(
+        default=None, description="Public upper bound, of the same kind as lower."
+    )
+    values: list[StrictBool | StrictInt | StrictStr] | None = Field(
+        default=None,
+        description="The public values of a categorical column (strings, integers or booleans).",
+    )
 
     @model_validator(mode="after")
     def _domain(self) -> ColumnConfig:
@@ -138,22 +177,36 @@ class ColumnConfig(_Strict):
             raise ValueError(f"column {self.name!r}: give both lower and upper, or neither")
         if self.values is not None:
             if bounds[0]:
-                raise ValueError(f"column {self.name!r}: give bounds (lower, upper) or values, not both")
+                raise ValueError(
+                    f"column {self.name!r}: give bounds (lower, upper) or values, not both"
+                )
             if not self.values or len(set(map(repr, self.values))) != len(self.values):
-                raise ValueError(f"column {self.name!r}: values must be a non-empty list without repeats")
+                raise ValueError(
+                    f"column {self.name!r}: values must be a non-empty list without repeats"
+                )
             if len(self.values) > MAX_CATEGORIES:
-                raise ValueError(f"column {self.name!r}: {len(self.values)} values; at most {MAX_CATEGORIES}")
+                raise ValueError(
+                    f"column {self.name!r}: {len(self.values)} values; at most {MAX_CATEGORIES}"
+                )
         if not bounds[0]:
             return self
         lo, hi = self.lower, self.upper
         if isinstance(lo, dt.date) != isinstance(hi, dt.date):
-            raise ValueError(f"column {self.name!r}: lower and upper must both be numbers or both dates")
-        if isinstance(lo, float) and isinstance(hi, float) and not (math.isfinite(lo) and math.isfinite(hi)):
+            raise ValueError(
+                f"column {self.name!r}: lower and upper must both be numbers or both dates"
+            )
+        if (
+            isinstance(lo, float)
+            and isinstance(hi, float)
+            and not (math.isfinite(lo) and math.isfinite(hi))
+        ):
             raise ValueError(f"bounds of column {self.name!r} must be finite")
         try:
             ordered = _comparable(lo) < _comparable(hi)
         except TypeError:
-            raise ValueError(f"column {self.name!r}: lower and upper must have the same type") from None
+            raise ValueError(
+                f"column {self.name!r}: lower and upper must have the same type"
+            ) from None
         if not ordered:
             raise ValueError(f"column {self.name!r}: lower ({lo}) must be < upper ({hi})")
         return self
@@ -181,20 +234,28 @@ MAX_EPSILON = 100.0
 
 
 class PrivacyConfig(_Strict):
-    """The release's budget; ``delta > 0`` selects the Gaussian (epsilon, delta) mode.
+    """The release's budget; ``delta > 0`` selects the Gaussian (epsilon, delta) mode."""
 
-    Attributes:
-        epsilon: the release's epsilon. Above :data:`LARGE_EPSILON` the guarantee is weak (a
-            likelihood ratio of e^10 > 22000 between neighbouring tables) and the release says so;
-            above :data:`MAX_EPSILON` it is refused unless ``allow_large_epsilon`` is set.
-        delta: the release's delta (0: pure epsilon-DP).
-        allow_large_epsilon: accept an epsilon above :data:`MAX_EPSILON` (a typo such as
-            ``1e9`` is otherwise caught).
-    """
-
-    epsilon: float = Field(gt=0)
-    delta: float = Field(default=0.0, ge=0, lt=1)
-    allow_large_epsilon: bool = False
+    epsilon: float = Field(
+        gt=0,
+        description=(
+            "The release's epsilon; above 10 the release warns, above 100 it is refused without "
+            "allow_large_epsilon."
+        ),
+    )
+    delta: float = Field(
+        default=0.0,
+        ge=0,
+        lt=1,
+        description=(
+            "The release's delta: 0 is pure epsilon-DP (Laplace); > 0 selects Gaussian noise with "
+            "zCDP accounting."
+        ),
+    )
+    allow_large_epsilon: bool = Field(
+        default=False,
+        description="Accept an epsilon above 100 (otherwise refused as a likely typo).",
+    )
 
     @field_validator("epsilon")
     @classmethod
@@ -209,7 +270,8 @@ class PrivacyConfig(_Strict):
             raise ValueError(
                 f"epsilon = {self.epsilon:g} is above {MAX_EPSILON:g}, where differential privacy "
                 "no longer protects anyone; if this is really intended set "
-                "privacy.allow_large_epsilon: true")
+                "privacy.allow_large_epsilon: true"
+            )
         return self
 
     @property
@@ -217,70 +279,98 @@ class PrivacyConfig(_Strict):
         """What a release with this budget must say about it (empty for a usual budget)."""
         if self.epsilon <= LARGE_EPSILON:
             return []
-        return [(f"epsilon = {self.epsilon:g} is above {LARGE_EPSILON:g}: a weak guarantee (neighbouring "
-                 f"tables may differ in likelihood by a factor up to e^{self.epsilon:g}); do not "
-                 "release this table as protected data")]
+        return [
+            (
+                f"epsilon = {self.epsilon:g} is above {LARGE_EPSILON:g}: a weak guarantee "
+                f"(neighbouring "
+                f"tables may differ in likelihood by a factor up to e^{self.epsilon:g}); do not "
+                "release this table as protected data"
+            )
+        ]
 
 
 class OutputConfig(_TableLocation):
-    """Where the release goes.
-
-    Attributes:
-        path: release folder (``parquet``: ``data/``, ``summary.json``, ``manifest.json``), Delta
-            table folder, or Iceberg table identifier (``namespace.table``) in ``catalog``;
-            ``table: db.name`` instead writes a table of the Spark session's catalog with
-            ``saveAsTable`` (``format: table``; the documents go beside the ledger).
-        format: ``parquet``, ``delta`` (delta-rs; one atomic commit) or ``iceberg`` (pyiceberg; one
-            atomic commit). For the lake formats the JSON documents go to a side folder
-            ``_dpsmooth/<release id>/`` of the table (Delta) or the warehouse (Iceberg), and the
-            commit records the release id.
-        partition_by: partition the synthetic rows by a released column (e.g. a 0/1 label) or by
-            ``date`` (adds a ``release_date`` column, the UTC date of the release).
-        catalog: the Iceberg catalog (``iceberg`` only).
-        rows: number of synthetic records; default is the noisy count.
-        mode: ``error`` if the folder exists, or ``overwrite`` (replaced atomically).
-        sampling: where the records are drawn: ``driver``, ``executors`` (Spark writes the
-            Parquet; the driver never holds the rows) or ``auto`` (executors above 10^6 rows).
-        partitions: output files when sampling on executors (default: one per million rows).
-    """
+    """Where the release goes."""
 
     _section: ClassVar[str] = "output"
-    path: str
-    rows: int | None = Field(default=None, ge=1, le=10**12)
-    mode: Literal["error", "overwrite"] = "error"
-    sampling: Literal["auto", "driver", "executors"] = "auto"
-    partitions: int | None = Field(default=None, ge=1, le=100_000)
-    format: Literal["parquet", "delta", "iceberg", "table"] = "parquet"
-    partition_by: str | None = Field(default=None, min_length=1)
+    path: str = Field(
+        description=(
+            "Release folder, Delta table folder, or Iceberg identifier; `table: db.name` writes a "
+            "catalog table instead."
+        )
+    )
+    rows: int | None = Field(
+        default=None,
+        ge=1,
+        le=10**12,
+        description="Number of synthetic rows; null: the noisy count.",
+    )
+    mode: Literal["error", "overwrite"] = Field(
+        default="error",
+        description="error if the output exists, or overwrite (replaced atomically).",
+    )
+    sampling: Literal["auto", "driver", "executors"] = Field(
+        default="auto",
+        description=(
+            "Where rows are drawn: driver, executors (the driver never holds them) or auto "
+            "(executors above 10^6 rows)."
+        ),
+    )
+    partitions: int | None = Field(
+        default=None,
+        ge=1,
+        le=100_000,
+        description="Output files when sampling on executors; null: one per million rows.",
+    )
+    format: Literal["parquet", "delta", "iceberg", "table"] = Field(
+        default="parquet",
+        description=(
+            "parquet, delta (delta-rs) or iceberg (pyiceberg), each one atomic commit, or table "
+            "(saveAsTable)."
+        ),
+    )
+    partition_by: str | None = Field(
+        default=None,
+        min_length=1,
+        description="Partition the rows by a released column, or by date (adds release_date).",
+    )
 
 
 class LedgerConfig(_Strict):
-    """The persistent budget ledger (docs/privacy.md section 8).
+    """The persistent budget ledger (docs/privacy.md section 8)."""
 
-    Attributes:
-        path: SQLite file; default ``dpsmooth_ledger.sqlite`` beside the output folder.
-        lifetime_epsilon: total epsilon all releases of the table may spend; none = unlimited.
-        lifetime_delta: total delta all releases of the table may spend.
-    """
-
-    path: str | None = None
-    lifetime_epsilon: float | None = Field(default=None, gt=0)
-    lifetime_delta: float = Field(default=0.0, ge=0, lt=1)
+    path: str | None = Field(
+        default=None,
+        description="SQLite file of the ledger; null: dpsmooth_ledger.sqlite beside the output.",
+    )
+    lifetime_epsilon: float | None = Field(
+        default=None,
+        gt=0,
+        description="Total epsilon all releases of the table may spend; null: unlimited.",
+    )
+    lifetime_delta: float = Field(
+        default=0.0, ge=0, lt=1, description="Total delta all releases of the table may spend."
+    )
 
 
 class SparkConfig(_Strict):
-    """Spark session settings (ignored when the job runs under an existing session).
+    """Spark session settings (ignored when the job runs under an existing session)."""
 
-    Attributes:
-        master: the master of a classic session (``spark-submit``'s master wins).
-        remote: a Spark Connect server, e.g. ``sc://host:15002`` (also read from ``conf``'s
-            ``spark.remote`` or the ``SPARK_REMOTE`` environment variable); no master is set then.
-        conf: Spark settings (through Connect only runtime settings apply).
-    """
-
-    master: str = "local[*]"
-    remote: str | None = Field(default=None, pattern=r"^sc://")
-    conf: dict[str, str] = Field(default_factory=dict)
+    master: str = Field(
+        default="local[*]", description="Master of a classic session (spark-submit's master wins)."
+    )
+    remote: str | None = Field(
+        default=None,
+        pattern=r"^sc://",
+        description=(
+            "A Spark Connect server (sc://host:port); also read from SPARK_REMOTE. No master is "
+            "set then."
+        ),
+    )
+    conf: dict[str, str] = Field(
+        default_factory=dict,
+        description="Spark settings (through Connect only runtime settings apply).",
+    )
 
 
 class ReleaseConfig(_Strict):
@@ -288,20 +378,57 @@ class ReleaseConfig(_Strict):
     job, ``grid`` the synthesize-grid job (Algorithm 3), ``bernstein`` the release-function job
     and ``distance`` the release-distances job."""
 
-    input: InputConfig
-    columns: list[ColumnConfig] = Field(min_length=1)
-    privacy: PrivacyConfig
-    output: OutputConfig
-    mechanism: SmoothPCAParams = Field(default_factory=SmoothPCAParams)
-    summary: SummaryParams = Field(default_factory=SummaryParams)
-    grid: GridParams = Field(default_factory=GridParams)
-    bernstein: BernsteinParams = Field(default_factory=BernsteinParams)
-    distance: DistanceParams = Field(default_factory=DistanceParams)
-    spark: SparkConfig = Field(default_factory=SparkConfig)
-    ledger: LedgerConfig = Field(default_factory=LedgerConfig)
-    seed: int | None = None
-    test_mode: bool = False
-    release_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.:+-]{1,128}$")
+    input: InputConfig = Field(
+        description="Where the sensitive table is and what to do with unusable rows."
+    )
+    columns: list[ColumnConfig] = Field(
+        min_length=1,
+        description="The released columns, each with its public domain (never read from the data).",
+    )
+    privacy: PrivacyConfig = Field(description="The release's budget and neighbouring relation.")
+    output: OutputConfig = Field(description="Where the release goes and how many rows it has.")
+    mechanism: SmoothPCAParams = Field(
+        default_factory=SmoothPCAParams,
+        description="Parameters of the synthesize job (measure, candidates, fit, sample).",
+    )
+    summary: SummaryParams = Field(
+        default_factory=SummaryParams, description="Parameters of the summarize job (Algorithm 1)."
+    )
+    grid: GridParams = Field(
+        default_factory=GridParams,
+        description="Parameters of the synthesize-grid job (Algorithm 3, the exact grid LP).",
+    )
+    bernstein: BernsteinParams = Field(
+        default_factory=BernsteinParams,
+        description="Parameters of the release-function job (the Bernstein mechanism).",
+    )
+    distance: DistanceParams = Field(
+        default_factory=DistanceParams,
+        description="Parameters of the release-distances job (Huang-Roth distance queries).",
+    )
+    spark: SparkConfig = Field(
+        default_factory=SparkConfig,
+        description="Spark session settings (ignored under an existing session).",
+    )
+    ledger: LedgerConfig = Field(
+        default_factory=LedgerConfig, description="The persistent budget ledger of the input table."
+    )
+    seed: int | None = Field(
+        default=None,
+        description="Noise seed; only with test_mode (a seeded release is not secure and says so).",
+    )
+    test_mode: bool = Field(
+        default=False,
+        description="Allow a seed: seeded, non-secure noise for tests and benchmarks.",
+    )
+    release_id: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9_.:+-]{1,128}$",
+        description=(
+            "Idempotency key (e.g. a scheduler run id): a retry reuses the first attempt's noisy "
+            "statistics."
+        ),
+    )
 
     @field_validator("columns")
     @classmethod
@@ -322,15 +449,19 @@ class ReleaseConfig(_Strict):
     @model_validator(mode="after")
     def _pooled_histogram_needs_pure_dp(self) -> ReleaseConfig:
         if self.mechanism.pooled_histogram == "on" and self.privacy.delta > 0:
-            raise ValueError("mechanism.pooled_histogram: on needs pure epsilon-DP (privacy.delta: 0); "
-                             "under zCDP it gains nothing (docs/privacy.md section 3f)")
+            raise ValueError(
+                "mechanism.pooled_histogram: on needs pure epsilon-DP (privacy.delta: 0); "
+                "under zCDP it gains nothing (docs/privacy.md section 3f)"
+            )
         return self
 
     @model_validator(mode="after")
     def _catalog_table_output(self) -> ReleaseConfig:
         if self.output.format == "table" and not self.ledger.path:
-            raise ValueError("ledger.path is required with output.table (a catalog table has no "
-                             "folder to keep the ledger beside)")
+            raise ValueError(
+                "ledger.path is required with output.table (a catalog table has no "
+                "folder to keep the ledger beside)"
+            )
         if self.output.format == "table" and self.output.partition_by is not None:
             raise ValueError("output.partition_by is not supported with output.table")
         return self
@@ -339,7 +470,9 @@ class ReleaseConfig(_Strict):
     def _partition_column_exists(self) -> ReleaseConfig:
         part = self.output.partition_by
         if part is not None and part != "date" and part not in {c.name for c in self.columns}:
-            raise ValueError(f"output.partition_by must be a configured column or 'date', got {part!r}")
+            raise ValueError(
+                f"output.partition_by must be a configured column or 'date', got {part!r}"
+            )
         return self
 
     @model_validator(mode="after")
@@ -353,15 +486,21 @@ class ReleaseConfig(_Strict):
         if self.bernstein.label is not None and self.bernstein.label in self.bernstein.columns:
             raise ValueError("bernstein.label cannot also be one of bernstein.columns")
         if self.bernstein.function != "kde" and self.bernstein.label is None:
-            raise ValueError(f"bernstein.label is required for function {self.bernstein.function!r}")
+            raise ValueError(
+                f"bernstein.label is required for function {self.bernstein.function!r}"
+            )
         if self.distance.metric == "bourgain" and not self.distance.queries:
-            raise ValueError("distance.queries (a file of query points) is required for metric bourgain")
+            raise ValueError(
+                "distance.queries (a file of query points) is required for metric bourgain"
+            )
         return self
 
     @model_validator(mode="after")
     def _seed_needs_test_mode(self) -> ReleaseConfig:
         if self.seed is not None and not self.test_mode:
-            raise ValueError("seed is only allowed with test_mode: true (seeded noise is not a secure release)")
+            raise ValueError(
+                "seed is only allowed with test_mode: true (seeded noise is not a secure release)"
+            )
         return self
 
     @property
@@ -376,11 +515,15 @@ class ReleaseConfig(_Strict):
 
     @property
     def ledger_path(self) -> str:
-        """Where the budget ledger lives (default: beside the output, or in the Iceberg warehouse)."""
+        """Where the budget ledger lives (default: beside the output, or in the Iceberg
+        warehouse)."""
         if self.ledger.path:
             return self.ledger.path
         if self.output.catalog is not None:
-            return str(Path(self.output.catalog.warehouse.removeprefix("file://")) / "dpsmooth_ledger.sqlite")
+            return str(
+                Path(self.output.catalog.warehouse.removeprefix("file://"))
+                / "dpsmooth_ledger.sqlite"
+            )
         return str(Path(self.output.path).parent / "dpsmooth_ledger.sqlite")
 
     @property
@@ -392,7 +535,9 @@ class ReleaseConfig(_Strict):
 
     def bernstein_axes(self) -> list[str]:
         """The Bernstein function's input columns (default: all but the label)."""
-        return list(self.bernstein.columns) or [n for n in self.column_names if n != self.bernstein.label]
+        return list(self.bernstein.columns) or [
+            n for n in self.column_names if n != self.bernstein.label
+        ]
 
     def public_bounds(self) -> PublicBounds:
         """The columns and their bounds as the mechanism takes them, for tables of float columns
@@ -401,7 +546,9 @@ class ReleaseConfig(_Strict):
         bounds = {c.name: c.numeric_bounds for c in self.columns}
         missing = [name for name, b in bounds.items() if b is None]
         if missing:
-            raise ConfigError(f"columns {missing} have no numeric bounds; their kind comes from the table")
+            raise ConfigError(
+                f"columns {missing} have no numeric bounds; their kind comes from the table"
+            )
         return PublicBounds.from_mapping({name: b for name, b in bounds.items() if b is not None})
 
 
@@ -441,9 +588,16 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> Re
     return parse_config(data, base_dir=Path.cwd())
 
 
-PATH_KEYS = (("input", "path"), ("output", "path"), ("ledger", "path"), ("distance", "queries"),
-             ("input", "catalog", "warehouse"), ("output", "catalog", "warehouse"),
-             ("input", "catalog", "uri"), ("output", "catalog", "uri"))
+PATH_KEYS = (
+    ("input", "path"),
+    ("output", "path"),
+    ("ledger", "path"),
+    ("distance", "queries"),
+    ("input", "catalog", "warehouse"),
+    ("output", "catalog", "warehouse"),
+    ("input", "catalog", "uri"),
+    ("output", "catalog", "uri"),
+)
 """The keys that hold file paths (an Iceberg ``path`` is a table identifier and is left alone)."""
 
 

@@ -1,4 +1,5 @@
-"""spark-submit entry point: ``spark-submit jobs/evaluate.py --config FILE --synthetic PATH --out DIR``."""
+"""spark-submit entry point: ``spark-submit jobs/evaluate.py --config FILE --synthetic PATH --out
+DIR``."""
 
 import sys
 

@@ -1,4 +1,5 @@
-"""spark-submit entry point: ``spark-submit jobs/synthesize_grid.py --config FILE`` (Algorithm 3)."""
+"""spark-submit entry point: ``spark-submit jobs/synthesize_grid.py --config FILE`` (Algorithm
+3)."""
 
 import sys
 

@@ -24,7 +24,9 @@ def wdbc_config_dict() -> dict:
 @pytest.fixture(scope="session")
 def wdbc_bounds(wdbc_config_dict) -> dict[str, tuple[float, float]]:
     """Bounds of the WDBC columns as floats (the 0/1 label, declared by its values, on [0, 1])."""
-    return {c["name"]: (c.get("lower", 0.0), c.get("upper", 1.0)) for c in wdbc_config_dict["columns"]}
+    return {
+        c["name"]: (c.get("lower", 0.0), c.get("upper", 1.0)) for c in wdbc_config_dict["columns"]
+    }
 
 
 @pytest.fixture(scope="session")
@@ -37,8 +39,9 @@ def spark():
     """One local Spark session for the whole run (2 cores, one task retry, UI off, WARN logs)."""
     from dpsmooth_spark.spark.session import get_session
 
-    session = get_session("local[2,2]", {"spark.sql.shuffle.partitions": "2",
-                                       "spark.default.parallelism": "2"})
+    session = get_session(
+        "local[2,2]", {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"}
+    )
     yield session
     session.stop()
 
@@ -78,10 +81,16 @@ def spark_env(tmp: Path) -> dict[str, str]:
 
     import pyspark
 
-    return dict(os.environ, SPARK_HOME=str(Path(pyspark.__file__).parent), PYSPARK_PYTHON=sys.executable,
-                SPARK_LOCAL_IP="127.0.0.1", SPARK_LOG_DIR=str(tmp / "logs"), SPARK_PID_DIR=str(tmp / "pids"),
-                SPARK_IDENT_STRING=f"dpsmooth-test-{os.getpid()}",
-                PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
+    return dict(
+        os.environ,
+        SPARK_HOME=str(Path(pyspark.__file__).parent),
+        PYSPARK_PYTHON=sys.executable,
+        SPARK_LOCAL_IP="127.0.0.1",
+        SPARK_LOG_DIR=str(tmp / "logs"),
+        SPARK_PID_DIR=str(tmp / "pids"),
+        SPARK_IDENT_STRING=f"dpsmooth-test-{os.getpid()}",
+        PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
+    )
 
 
 @pytest.fixture(scope="session")
@@ -96,13 +105,30 @@ def connect_server(tmp_path_factory):
     env = spark_env(tmp)
     port = free_port()
     sbin = Path(env["SPARK_HOME"]) / "sbin"
-    subprocess.run([str(sbin / "start-connect-server.sh"), "--master", "local[2]", "--driver-memory", "1g",
-                    "--conf", f"spark.connect.grpc.binding.port={port}",
-                    "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
-                    "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=4",
-                    "--conf", f"spark.driver.extraJavaOptions=-Dlog4j2.configurationFile=file:{LOG4J}"],
-                   env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                   timeout=120)  # the daemon inherits pipes: capturing them would wait for it
+    subprocess.run(
+        [
+            str(sbin / "start-connect-server.sh"),
+            "--master",
+            "local[2]",
+            "--driver-memory",
+            "1g",
+            "--conf",
+            f"spark.connect.grpc.binding.port={port}",
+            "--conf",
+            "spark.connect.grpc.binding.address=127.0.0.1",
+            "--conf",
+            "spark.ui.enabled=false",
+            "--conf",
+            "spark.sql.shuffle.partitions=4",
+            "--conf",
+            f"spark.driver.extraJavaOptions=-Dlog4j2.configurationFile=file:{LOG4J}",
+        ],
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        timeout=120,
+    )  # the daemon inherits pipes: capturing them would wait for it
     try:
         wait_for_port(port, 120, tmp / "logs")
         yield f"sc://127.0.0.1:{port}"
@@ -113,5 +139,11 @@ def connect_server(tmp_path_factory):
 
         for client in {ConnectSession.getActiveSession(), ConnectSession._default_session} - {None}:
             client.stop()
-        subprocess.run([str(sbin / "stop-connect-server.sh")], env=env, check=False,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+        subprocess.run(
+            [str(sbin / "stop-connect-server.sh")],
+            env=env,
+            check=False,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=120,
+        )

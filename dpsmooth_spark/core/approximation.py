@@ -68,7 +68,8 @@ def fejer_power_coefficients(width: int, power: int) -> list[int]:
 
 
 def jackson_normaliser(width: int, power: int) -> float:
-    """``lambda_{t,r}``, the integral of ``(sin(ts/2)/sin(s/2))^{2r}`` over [-pi, pi]: ``2 pi c_0``."""
+    """``lambda_{t,r}``, the integral of ``(sin(ts/2)/sin(s/2))^{2r}`` over [-pi, pi]: ``2 pi
+    c_0``."""
     coef = fejer_power_coefficients(width, power)
     return 2.0 * math.pi * coef[len(coef) // 2]
 
@@ -77,8 +78,11 @@ def jackson_normaliser_closed_form(width: int, power: int) -> float:
     """Lemma 15 (Vyazovskaya and Pupashenko 2006), a test oracle for :func:`jackson_normaliser`."""
     total = 0
     for k in range(math.floor(power - power / width) + 1):
-        total += (-1) ** k * math.comb(2 * power, k) * math.comb(
-            power * (width + 1) - width * k - 1, power * (width - 1) - width * k)
+        total += (
+            (-1) ** k
+            * math.comb(2 * power, k)
+            * math.comb(power * (width + 1) - width * k - 1, power * (width - 1) - width * k)
+        )
     return 2.0 * math.pi * total
 
 
@@ -94,16 +98,27 @@ def jackson_multipliers(t: int, smoothness: int) -> np.ndarray:
     width, power = jackson_kernel_parameters(t - 1, smoothness)
     coef = fejer_power_coefficients(width, power)
     centre = len(coef) // 2
-    h = [coef[centre + j] / coef[centre] if j <= centre else 0.0 for j in range(t * (smoothness + 1) + 1)]
+    h = [
+        coef[centre + j] / coef[centre] if j <= centre else 0.0
+        for j in range(t * (smoothness + 1) + 1)
+    ]
     mult = np.zeros(t)
     for n in range(t):
-        mult[n] = sum((-1) ** (k + 1) * math.comb(smoothness + 1, k) * h[k * n]
-                      for k in range(1, smoothness + 2))
+        mult[n] = sum(
+            (-1) ** (k + 1) * math.comb(smoothness + 1, k) * h[k * n]
+            for k in range(1, smoothness + 2)
+        )
     return mult
 
 
-def query_coefficients(f: QueryFunction, d: int, t: int, operator: str = "chebyshev",
-                       smoothness: int = 2, oversample: int = 4) -> np.ndarray:
+def query_coefficients(
+    f: QueryFunction,
+    d: int,
+    t: int,
+    operator: str = "chebyshev",
+    smoothness: int = 2,
+    oversample: int = 4,
+) -> np.ndarray:
     """Coefficients ``c_r`` of Algorithm 2 for the operator ``chebyshev`` or ``jackson``."""
     fhat = chebyshev_coefficients(f, d, t, oversample)
     if operator == "chebyshev":

@@ -133,7 +133,9 @@ class BasisSet:
                     extra.append(idx)
         if not extra:
             return self
-        return BasisSet(self.d, self.degree, np.concatenate([self.indices, np.array(extra)], axis=0))
+        return BasisSet(
+            self.d, self.degree, np.concatenate([self.indices, np.array(extra)], axis=0)
+        )
 
     def on_lattice(self, levels: np.ndarray | None) -> BasisSet:
         """This set without the functions that are redundant where column ``i`` takes only
@@ -147,10 +149,13 @@ class BasisSet:
             return self
         levels = np.asarray(levels, dtype=np.int64)
         redundant = ((levels > 0) & (self.indices >= np.maximum(levels, 1))).any(axis=1)
-        return self if not redundant.any() else BasisSet(self.d, self.degree, self.indices[~redundant])
+        return (
+            self if not redundant.any() else BasisSet(self.d, self.degree, self.indices[~redundant])
+        )
 
     def gram_positions(self) -> tuple[np.ndarray, np.ndarray]:
-        """Row and column of each basis sum inside the Gram matrix ``Z^T Z`` of :func:`design_columns`."""
+        """Row and column of each basis sum inside the Gram matrix ``Z^T Z`` of
+        :func:`design_columns`."""
         nz_count = (self.indices != 0).sum(axis=1)
         if nz_count.max(initial=1) > 2 or nz_count.min(initial=1) < 1:
             raise ValueError("BasisSet entries must have one or two non-zero degrees")
@@ -242,8 +247,11 @@ class HistogramBasis:
         that ``points`` put in each cell, ``(d * bins,)``."""
         points = np.atleast_2d(points)
         cells = histogram_cell(points, self.bins) + self.bins * np.arange(self.d)  # (C, d)
-        return np.bincount(cells.ravel(), weights=np.repeat(np.asarray(weights, dtype=np.float64), self.d),
-                           minlength=self.size)
+        return np.bincount(
+            cells.ravel(),
+            weights=np.repeat(np.asarray(weights, dtype=np.float64), self.d),
+            minlength=self.size,
+        )
 
 
 def coarsen_histograms(counts: np.ndarray, bins: int) -> np.ndarray:
@@ -308,15 +316,27 @@ class ExactSums:
     rows_null: int = 0
 
     @classmethod
-    def zero(cls, d: int, degree: int, tensor_degree: int = 0, histogram_cells: int = 0,
-             null_cells: bool = False) -> ExactSums:
+    def zero(
+        cls,
+        d: int,
+        degree: int,
+        tensor_degree: int = 0,
+        histogram_cells: int = 0,
+        null_cells: bool = False,
+    ) -> ExactSums:
         """The neutral element of :meth:`merge`."""
         size = 1 + d * degree
         tensor = np.zeros(tensor_degree**d, dtype=object) if tensor_degree else None
         histograms = np.zeros((d, histogram_cells), dtype=np.int64) if histogram_cells else None
-        return cls(degree, d, np.zeros((size, size), dtype=object), tensor_degree=tensor_degree,
-                   tensor=tensor, histograms=histograms,
-                   nulls=np.zeros(d, dtype=np.int64) if null_cells else None)
+        return cls(
+            degree,
+            d,
+            np.zeros((size, size), dtype=object),
+            tensor_degree=tensor_degree,
+            tensor=tensor,
+            histograms=histograms,
+            nulls=np.zeros(d, dtype=np.int64) if null_cells else None,
+        )
 
     @property
     def count(self) -> int:
@@ -325,7 +345,11 @@ class ExactSums:
 
     def merge(self, other: ExactSums) -> ExactSums:
         """Sum of two partial results (associative and exact)."""
-        if (self.d, self.degree, self.tensor_degree) != (other.d, other.degree, other.tensor_degree):
+        if (self.d, self.degree, self.tensor_degree) != (
+            other.d,
+            other.degree,
+            other.tensor_degree,
+        ):
             raise ValueError("cannot merge sums of different shapes")
         return ExactSums(
             self.degree,
@@ -336,14 +360,16 @@ class ExactSums:
             self.rows_clamped + other.rows_clamped,
             self.tensor_degree,
             None if self.tensor is None or other.tensor is None else self.tensor + other.tensor,
-            None if self.histograms is None or other.histograms is None
+            None
+            if self.histograms is None or other.histograms is None
             else self.histograms + other.histograms,
             None if self.nulls is None or other.nulls is None else self.nulls + other.nulls,
             self.rows_null + other.rows_null,
         )
 
     def tensor_sums(self) -> np.ndarray:
-        """Exact ``sum_x prod_i T_{r_i}(x_i)`` for every ``r`` in ``{0..t-1}^d``: shape ``(t,)*d``."""
+        """Exact ``sum_x prod_i T_{r_i}(x_i)`` for every ``r`` in ``{0..t-1}^d``: shape
+        ``(t,)*d``."""
         if self.tensor is None:
             raise ValueError("the data pass did not compute the tensor basis")
         real = np.array(self.tensor, dtype=np.float64) / TENSOR_SCALE
@@ -467,7 +493,9 @@ def tensor_products(x: np.ndarray, t: int) -> np.ndarray:
     return out
 
 
-def valid_rows(batch: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> tuple[np.ndarray, int, int]:
+def valid_rows(
+    batch: np.ndarray, lower: np.ndarray, upper: np.ndarray
+) -> tuple[np.ndarray, int, int]:
     """The per-record treatment of every data pass (docs/privacy.md section 2): rows with a NaN or
     infinite value (nulls arrive as NaN) are left out, the others are clamped to the public bounds.
 
@@ -527,7 +555,9 @@ def partial_sums(
             filled = np.where(part_mask, lower, part)
             clamped += int((((filled < lower) | (filled > upper)) & ~part_mask).any(axis=1).sum())
             if histograms is not None:
-                cell = histogram_cell(scale_to_unit(np.clip(filled, lower, upper), lower, upper), cells)
+                cell = histogram_cell(
+                    scale_to_unit(np.clip(filled, lower, upper), lower, upper), cells
+                )
                 index = (cell + cells * np.arange(d))[~part_mask]
                 histograms += np.bincount(index, minlength=d * cells)
             batch = batch[~with_null]
@@ -541,16 +571,27 @@ def partial_sums(
             z = design_columns(x[start : start + GEMM_CHUNK_ROWS], spec.degree)
             total += (z.T @ z).astype(np.int64)
         if histograms is not None:
-            histograms += np.bincount((histogram_cell(x, cells) + cells * np.arange(d)).ravel(),
-                                      minlength=d * cells)
+            histograms += np.bincount(
+                (histogram_cell(x, cells) + cells * np.arange(d)).ravel(), minlength=d * cells
+            )
         if tensor is not None:
             rows = max(1, TENSOR_CHUNK_VALUES // t**d)
             for start in range(0, x.shape[0], rows):
                 products = tensor_products(x[start : start + rows], t)
                 tensor += np.rint(products * TENSOR_SCALE).astype(np.int64).sum(axis=0)
-    return ExactSums(spec.degree, d, total.astype(object), seen, invalid, clamped, t,
-                     None if tensor is None else tensor.astype(object),
-                     None if histograms is None else histograms.reshape(d, cells), nulls, rows_null)
+    return ExactSums(
+        spec.degree,
+        d,
+        total.astype(object),
+        seen,
+        invalid,
+        clamped,
+        t,
+        None if tensor is None else tensor.astype(object),
+        None if histograms is None else histograms.reshape(d, cells),
+        nulls,
+        rows_null,
+    )
 
 
 def histogram_cell(x: np.ndarray, cells: int) -> np.ndarray:

@@ -17,7 +17,8 @@ import numpy as np
 
 
 def bernstein_basis(k: int, y: np.ndarray) -> np.ndarray:
-    """``b_{nu,k}(y) = C(k, nu) y^nu (1 - y)^(k - nu)`` for ``nu = 0..k``: shape ``(len(y), k + 1)``."""
+    """``b_{nu,k}(y) = C(k, nu) y^nu (1 - y)^(k - nu)`` for ``nu = 0..k``: shape ``(len(y), k +
+    1)``."""
     if k < 1:
         raise ValueError("the Bernstein degree k must be >= 1")
     y = np.asarray(y, dtype=np.float64).reshape(-1, 1)
@@ -41,7 +42,8 @@ def iterated_matrix(k: int, h: int) -> np.ndarray:
 
 
 def iterated_basis(k: int, h: int, y: np.ndarray) -> np.ndarray:
-    """``b^{(h)}_{nu,k}(y)``, shape ``(len(y), k + 1)``; rows sum to 1 (not all positive for h >= 2)."""
+    """``b^{(h)}_{nu,k}(y)``, shape ``(len(y), k + 1)``; rows sum to 1 (not all positive for h >=
+    2)."""
     return bernstein_basis(k, y) @ iterated_matrix(k, h)
 
 

@@ -58,21 +58,22 @@ CLEAR_FACTOR = 0.8
 accounts for at most a fifth of its squared deviation from uniform."""
 
 SWAMPED_FACTOR = 0.2
-"""A histogram whose James-Stein factor towards uniform is below this is swamped by its noise:
-it is shrunk towards a target (:func:`shared_shape`) where one is given. One with more of its
-own signal is shrunk towards uniform: shrinking it towards the others' shape too moved 16 of
-wine's 35 columns with factors 0.6-0.8 away from the truth, and wine's correlation ratio at
-epsilon 1 rose from 0.758 to 0.780-0.792 (24 seeded releases; 0.765 with this gate)."""
+"""A histogram whose James-Stein factor towards uniform is below this is swamped by its noise
+and shrunk towards the columns' shared shape (:func:`shared_shape`) where one is given
+(docs/decisions/0004)."""
 
 SIMPLEX_MIN_BINS = 8
-"""A histogram that is not clear is shrunk towards its target and, from this many cells on,
-projected onto the simplex; with fewer, coarser cells its negative cells are set to 0 and the
-rest rescaled (the projection measured worse there: iris at epsilon 0.1, 4 cells, 0.33 ->
-0.38)."""
+"""From this many cells on, a histogram that is not clear is projected onto the simplex; with
+fewer, its negative cells are set to 0 and the rest rescaled (docs/decisions/0004)."""
 
 
-def histogram_density(shares: np.ndarray, std: np.ndarray, cells: int,
-                      target: np.ndarray | None = None, target_std: np.ndarray | float = 0.0) -> np.ndarray:
+def histogram_density(
+    shares: np.ndarray,
+    std: np.ndarray,
+    cells: int,
+    target: np.ndarray | None = None,
+    target_std: np.ndarray | float = 0.0,
+) -> np.ndarray:
     """A noisy histogram (cell shares with noise ``std``) made a distribution, spread evenly over
     the grid cells of each bin.
 
@@ -90,7 +91,8 @@ def histogram_density(shares: np.ndarray, std: np.ndarray, cells: int,
     draws per column, docs/mechanisms.md) against the shrink alone for every histogram: lower on
     16 of the 21 table/epsilon pairs (WDBC at 1 0.160 -> 0.136, at 10 0.042 -> 0.033; the
     5000-row correlated table at 1 0.0150 -> 0.0125), within 1% on three (WDBC, wine and digits
-    at 0.1), higher on wine at 1 (0.165 -> 0.171) and iris at 10 (0.0337 -> 0.0343). Thresholding every histogram (with a uniform share ``1 - min(1, 1.25 f)``)
+    at 0.1), higher on wine at 1 (0.165 -> 0.171) and iris at 10 (0.0337 -> 0.0343). Thresholding
+    every histogram (with a uniform share ``1 - min(1, 1.25 f)``)
     was lower still at the marginal, but seeded releases on the small tables at epsilon 0.1
     were worse (iris: W1 ratio 1.06 -> 1.20; WDBC: worst Gaussian-kernel error at sigma 4 0.137
     -> 0.145, 8 seeds)."""
@@ -104,7 +106,9 @@ def histogram_density(shares: np.ndarray, std: np.ndarray, cells: int,
         if target is None or factor >= SWAMPED_FACTOR:
             target = uniform
         else:
-            noise = np.sqrt(np.asarray(std, dtype=float) ** 2 + np.asarray(target_std, dtype=float) ** 2)
+            noise = np.sqrt(
+                np.asarray(std, dtype=float) ** 2 + np.asarray(target_std, dtype=float) ** 2
+            )
             factor = max(factor, _shrinkage_factor(shares, noise, target))
         shrunk = target + factor * (shares - target)
         if k >= SIMPLEX_MIN_BINS:
@@ -141,11 +145,9 @@ def shared_shape(others: np.ndarray, std: float) -> tuple[np.ndarray, float] | N
     has ``m`` times less noise variance. Public bounds are set wide, so a table's columns tend to
     sit alike within them (WDBC's all in the lower part); the shrinkage measures how far the
     column is from the others' shape and keeps what its own histogram shows there. Leaving the
-    column out keeps the two noises independent. A mean that is not clear is mostly noise:
-    shrinking towards it lands 1.7x farther from the truth than uniform does on uniform columns
-    (4 cells, three other columns with share noise 1.17, as iris and wine at epsilon 0.1).
-    Post-processing of the noisy histograms (docs/mechanisms.md, "candidates";
-    docs/benchmarks.md, stop 33)."""
+    column out keeps the two noises independent. A mean that is not clear is mostly noise, and
+    shrinking towards it is worse than towards uniform. Post-processing of the noisy histograms
+    (docs/decisions/0004)."""
     m = others.shape[0]
     if m + 1 < SHARED_SHAPE_MIN_COLUMNS:
         return None
@@ -171,8 +173,9 @@ def level_bins(levels: int, bins: int) -> np.ndarray:
     return np.minimum(((points + 1.0) / 2.0 * bins).astype(np.int64), bins - 1)
 
 
-def lattice_density(shares: np.ndarray, std: np.ndarray, cells: int, levels: int,
-                    laplace: bool = True) -> np.ndarray:
+def lattice_density(
+    shares: np.ndarray, std: np.ndarray, cells: int, levels: int, laplace: bool = True
+) -> np.ndarray:
     """A noisy histogram (cell shares with noise ``std``) of a column whose values are its
     ``levels`` lattice points (public: an integer, boolean or categorical column), made a
     distribution on ``cells`` grid cells, its mass in the cells that hold the points.
@@ -199,7 +202,9 @@ def lattice_density(shares: np.ndarray, std: np.ndarray, cells: int, levels: int
     return density / density.sum()
 
 
-def two_level_rate(shares: np.ndarray, std: np.ndarray, laplace: bool = True, grid: int = 2001) -> float:
+def two_level_rate(
+    shares: np.ndarray, std: np.ndarray, laplace: bool = True, grid: int = 2001
+) -> float:
     """Posterior mean of the share ``r`` of the second of two cells, under a uniform prior on
     ``r`` and the noisy shares ``(1 - r, r) + noise`` (Laplace of std ``std`` where ``laplace``,
     else Gaussian). Where the noise swamps the counts it returns about 1/2; where a cell's
@@ -212,7 +217,9 @@ def two_level_rate(shares: np.ndarray, std: np.ndarray, laplace: bool = True, gr
     return float(weights @ r / weights.sum())
 
 
-def largest_shrinkage_factor(k: int, std: np.ndarray | float, target: np.ndarray | None = None) -> float:
+def largest_shrinkage_factor(
+    k: int, std: np.ndarray | float, target: np.ndarray | None = None
+) -> float:
     """The largest factor by which shrinking ``k`` noisy cell shares towards ``target``
     (uniform when not given) can pay.
 
@@ -233,8 +240,14 @@ def largest_shrinkage_factor(k: int, std: np.ndarray | float, target: np.ndarray
     return spread / (spread + noise) if spread + noise > 0 else 1.0
 
 
-def mean_from_pairs(prior_mean: float, prior_var: float, answers: np.ndarray, partner_means: np.ndarray,
-                    noise_var: float, rounds: int = 3) -> tuple[float, float]:
+def mean_from_pairs(
+    prior_mean: float,
+    prior_var: float,
+    answers: np.ndarray,
+    partner_means: np.ndarray,
+    noise_var: float,
+    rounds: int = 3,
+) -> tuple[float, float]:
     """A column's mean ``m = E[p(x)]`` from an estimate of it (``prior_mean``, variance
     ``prior_var``) and the answers ``a_i = E[p(x) q_i(y_i)]`` of its pair terms, whose partners
     have means ``e_i = E[q_i(y_i)]`` (``partner_means``; answers with noise variance
@@ -328,8 +341,12 @@ def marginal_candidates(
         return marginals.quantile(u), np.zeros(count)
     from_copula = round(copula_share * count)
     chol = np.linalg.cholesky(correlation)
-    z = np.vstack([rng.standard_normal((count - from_copula, d)),
-                   rng.standard_normal((from_copula, d)) @ chol.T])
+    z = np.vstack(
+        [
+            rng.standard_normal((count - from_copula, d)),
+            rng.standard_normal((from_copula, d)) @ chol.T,
+        ]
+    )
     u = np.clip(ndtr(z), 1e-12, 1.0 - 1e-12)
     points = marginals.quantile(u)
     # z of every point under the product (its own uniforms) gives the copula density.
@@ -339,8 +356,9 @@ def marginal_candidates(
     return points, -log_q
 
 
-def gaussian_copula_log_density(z: np.ndarray, correlation: np.ndarray,
-                                chol: np.ndarray | None = None) -> np.ndarray:
+def gaussian_copula_log_density(
+    z: np.ndarray, correlation: np.ndarray, chol: np.ndarray | None = None
+) -> np.ndarray:
     """``log c_R(z) = -1/2 log|R| - 1/2 z^T (R^-1 - I) z`` for rows of normal scores ``z``."""
     chol = np.linalg.cholesky(correlation) if chol is None else chol
     solved = np.linalg.solve(chol, z.T).T
@@ -355,8 +373,14 @@ def nearest_psd(matrix: np.ndarray, floor: float) -> np.ndarray:
     return (vecs * np.maximum(vals, floor)) @ vecs.T
 
 
-def max_entropy_correlation(d: int, pairs: np.ndarray, values: np.ndarray, sweeps: int = 200,
-                            tol: float = 1e-6, limit: float = 0.99) -> np.ndarray:
+def max_entropy_correlation(
+    d: int,
+    pairs: np.ndarray,
+    values: np.ndarray,
+    sweeps: int = 200,
+    tol: float = 1e-6,
+    limit: float = 0.99,
+) -> np.ndarray:
     """The correlation matrix of largest determinant whose ``pairs`` entries are ``values``.
 
     The Gaussian of most entropy with these pairwise correlations (Dempster 1972, covariance
@@ -374,10 +398,12 @@ def max_entropy_correlation(d: int, pairs: np.ndarray, values: np.ndarray, sweep
     sigma = np.eye(d)
     for _ in range(sweeps):
         change = 0.0
-        for (i, j), rho in zip(pairs, values):
+        for (i, j), rho in zip(pairs, values, strict=False):
             idx = [int(i), int(j)]
             block = sigma[np.ix_(idx, idx)]
-            change = max(change, abs(block[0, 1] - rho), abs(block[0, 0] - 1.0), abs(block[1, 1] - 1.0))
+            change = max(
+                change, abs(block[0, 1] - rho), abs(block[0, 0] - 1.0), abs(block[1, 1] - 1.0)
+            )
             target = np.array([[1.0, rho], [rho, 1.0]])
             update = np.linalg.inv(target) - np.linalg.inv(block)  # the precision's change
             if not np.any(update):

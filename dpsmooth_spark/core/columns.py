@@ -83,7 +83,8 @@ class ColumnCodec:
 
     def decode(self, values: np.ndarray, null: np.ndarray | None = None) -> pa.Array:
         """Synthetic values (encoded units) as an Arrow array of the input's type, on the
-        column's lattice or domain and inside its bounds; ``null`` marks the rows that get a null."""
+        column's lattice or domain and inside its bounds; ``null`` marks the rows that get a
+        null."""
         array = self._decode(values)
         if null is None or not null.any():
             return array
@@ -105,7 +106,9 @@ class ColumnCodec:
         if self.kind == "boolean":
             return pa.array(lattice == 1, pa.bool_())
         if self.kind == "date":
-            return pc.cast(pa.array(lattice.astype(np.int32), pa.int32()).cast(pa.date32()), self.arrow_type)
+            return pc.cast(
+                pa.array(lattice.astype(np.int32), pa.int32()).cast(pa.date32()), self.arrow_type
+            )
         return pa.array(lattice, pa.int64()).cast(self.arrow_type)
 
 
@@ -124,8 +127,12 @@ class TableCodec:
     def lattice(self) -> np.ndarray:
         """Per column, the number ``L`` of lattice points (0: continuous); scaled, they are
         ``-1 + 2 j / (L - 1)``, ``j = 0..L-1``."""
-        return np.array([0 if c.kind in ("float", "timestamp") else round(c.upper - c.lower) + 1
-                         for c in self.columns])
+        return np.array(
+            [
+                0 if c.kind in ("float", "timestamp") else round(c.upper - c.lower) + 1
+                for c in self.columns
+            ]
+        )
 
     def bounds(self) -> PublicBounds:
         """The encoded bounds the mechanism scales with."""
@@ -142,7 +149,9 @@ class TableCodec:
         """Per column, whether it is declared nullable (its nulls are counted, not invalid)."""
         return np.array([c.nulls for c in self.columns], dtype=bool)
 
-    def encode_with_nulls(self, batch: pa.RecordBatch | pa.Table) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    def encode_with_nulls(
+        self, batch: pa.RecordBatch | pa.Table
+    ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
         """:meth:`encode`, paired with the ``(rows, d)`` mask of nulls in the columns declared
         nullable when there are such columns (the data pass's ``null_cells`` input)."""
         values = self.encode(batch)
@@ -151,14 +160,18 @@ class TableCodec:
         mask = np.zeros(values.shape, dtype=bool)
         for j, c in enumerate(self.columns):
             if c.nulls and batch.num_rows:
-                mask[:, j] = np.asarray(batch.column(c.name).is_null().to_numpy(zero_copy_only=False))
+                mask[:, j] = np.asarray(
+                    batch.column(c.name).is_null().to_numpy(zero_copy_only=False)
+                )
         return values, mask
 
     def decode(self, values: np.ndarray, nulls: np.ndarray | None = None) -> pa.Table:
         """A synthetic table (encoded units, config order) with the input's schema; ``nulls``
         ``(rows, d)`` marks the values that are null."""
-        arrays = {c.name: c.decode(values[:, i], None if nulls is None else nulls[:, i])
-                  for i, c in enumerate(self.columns)}
+        arrays = {
+            c.name: c.decode(values[:, i], None if nulls is None else nulls[:, i])
+            for i, c in enumerate(self.columns)
+        }
         return pa.table([arrays[n] for n in self.output_order], schema=self.schema())
 
     def schema(self) -> pa.Schema:
@@ -172,8 +185,15 @@ def numeric_codec(name: str, lower: float, upper: float) -> ColumnCodec:
     return ColumnCodec(name, "float", pa.float64(), True, float(lower), float(upper))
 
 
-def column_codec(name: str, arrow_type: pa.DataType, nullable: bool, lower: Any = None, upper: Any = None,
-                 values: tuple[Any, ...] | None = None, nulls: bool = False) -> ColumnCodec:
+def column_codec(
+    name: str,
+    arrow_type: pa.DataType,
+    nullable: bool,
+    lower: Any = None,
+    upper: Any = None,
+    values: tuple[Any, ...] | None = None,
+    nulls: bool = False,
+) -> ColumnCodec:
     """The codec of one configured column given its type in the input table.
 
     Raises:
@@ -185,26 +205,43 @@ def column_codec(name: str, arrow_type: pa.DataType, nullable: bool, lower: Any 
     return dataclasses.replace(codec, nulls=nulls)
 
 
-def _codec(name: str, arrow_type: pa.DataType, nullable: bool, lower: Any, upper: Any,
-           values: tuple[Any, ...] | None) -> ColumnCodec:
+def _codec(
+    name: str,
+    arrow_type: pa.DataType,
+    nullable: bool,
+    lower: Any,
+    upper: Any,
+    values: tuple[Any, ...] | None,
+) -> ColumnCodec:
     t = arrow_type
 
     def wrong(expected: str) -> ColumnTypeError:
-        return ColumnTypeError(f"column {name!r}: the config declares {expected}, but the table's type is {t}")
+        return ColumnTypeError(
+            f"column {name!r}: the config declares {expected}, but the table's type is {t}"
+        )
 
     if values is not None:
-        if not (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_integer(t)
-                or pa.types.is_boolean(t)):
+        if not (
+            pa.types.is_string(t)
+            or pa.types.is_large_string(t)
+            or pa.types.is_integer(t)
+            or pa.types.is_boolean(t)
+        ):
             raise wrong("a categorical domain (values: string or integer)")
         if len(values) > MAX_CATEGORIES:
-            raise ColumnTypeError(f"column {name!r}: {len(values)} categories; at most {MAX_CATEGORIES}")
+            raise ColumnTypeError(
+                f"column {name!r}: {len(values)} categories; at most {MAX_CATEGORIES}"
+            )
         try:
             domain = tuple(pa.array(list(values), type=t).to_pylist())
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-            raise ColumnTypeError(f"column {name!r}: the values {list(values)[:5]} do not have the "
-                                  f"table's type {t}") from None
+            raise ColumnTypeError(
+                f"column {name!r}: the values {list(values)[:5]} do not have the table's type {t}"
+            ) from None
         if len(domain) < 2:
-            raise ColumnTypeError(f"column {name!r}: a categorical domain needs at least two values")
+            raise ColumnTypeError(
+                f"column {name!r}: a categorical domain needs at least two values"
+            )
         return ColumnCodec(name, "categorical", t, nullable, 0.0, len(domain) - 1.0, domain)
     if pa.types.is_boolean(t):
         if lower is not None or upper is not None:
@@ -223,7 +260,9 @@ def _codec(name: str, arrow_type: pa.DataType, nullable: bool, lower: Any, upper
     if pa.types.is_integer(t):
         lo, hi = float(np.ceil(lower)), float(np.floor(upper))
         if lo >= hi:
-            raise ColumnTypeError(f"column {name!r}: fewer than two integers lie within [{lower}, {upper}]")
+            raise ColumnTypeError(
+                f"column {name!r}: fewer than two integers lie within [{lower}, {upper}]"
+            )
         return ColumnCodec(name, "integer", t, nullable, lo, hi)
     if pa.types.is_floating(t) or pa.types.is_decimal(t):
         return ColumnCodec(name, "float", t, nullable, float(lower), float(upper))

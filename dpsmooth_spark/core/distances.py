@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 STAT_FIELDS = 4
-"""Per coordinate and grid point: ``#{x < y}``, ``sum_{x < y} x``, ``#{x > y}``, ``sum_{x > y} x``."""
+"""Per coordinate and grid point: ``#{x < y}``, ``sum_{x < y} x``, ``#{x > y}``, ``sum_{x > y}
+x``."""
 
 
 def grid_statistics(u: np.ndarray, grid: np.ndarray) -> np.ndarray:
@@ -91,12 +92,15 @@ def mistake_bound(alpha: float) -> int:
 
 
 def gaussian_projection(dim_in: int, dim_out: int, rng: np.random.Generator) -> np.ndarray:
-    """``(dim_out, dim_in)`` map ``P`` with ``E ||P v||_1 = ||v||_2`` (Lemma 4.1's random projections:
+    """``(dim_out, dim_in)`` map ``P`` with ``E ||P v||_1 = ||v||_2`` (Lemma 4.1's random
+    projections:
     ``|g . v|`` has mean ``sqrt(2 / pi) ||v||_2`` for standard Gaussian ``g``)."""
     return rng.standard_normal((dim_out, dim_in)) * (math.sqrt(math.pi / 2.0) / dim_out)
 
 
-def projection_bounds(p: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def projection_bounds(
+    p: np.ndarray, lower: np.ndarray, upper: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Public range of ``P v`` over the box ``lower <= v <= upper`` (no data involved)."""
     a, b = p * lower, p * upper
     return np.minimum(a, b).sum(axis=1), np.maximum(a, b).sum(axis=1)
@@ -107,7 +111,8 @@ Metric = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
 def named_metric(name: str, dim: int) -> Metric:
-    """A metric on ``[0, 1]^dim`` scaled to diameter 1: ``l1`` (/dim), ``l2`` (/sqrt(dim)), ``linf``."""
+    """A metric on ``[0, 1]^dim`` scaled to diameter 1: ``l1`` (/dim), ``l2`` (/sqrt(dim)),
+    ``linf``."""
     if name == "l1":
         return lambda x, q: np.abs(x[:, None, :] - q[None, :, :]).sum(axis=2) / dim
     if name == "l2":

@@ -39,18 +39,13 @@ MIN_GAIN = 1.05
 marginal is at least this many times ``var(x)`` (``T_1``'s)."""
 
 RESOLVED = 0.1
-"""A column that fills its range (:data:`WIDE`) keeps ``T_1`` where the normalised noise of one
-pair answer is at most this times its variance under the private marginal: its correlations with
-a like column are resolved to about 0.1 already (a correlation of 0.3 at 3 noise deviations).
-Chosen with seeded paired releases (docs/mechanisms.md, stop 22): with factors on every column,
-iris at 10 (whose columns fill their ranges, in clusters) rose from 0.14 to 0.23."""
+"""A column that fills its range (:data:`WIDE`) keeps ``T_1`` where one pair answer's noise is
+at most this times its variance: its linear correlations are resolved already
+(docs/decisions/0002)."""
 
 WIDE = 1.0 / 9.0
-"""Variance (scaled units; a standard deviation of a third of the half-range) from which a
-column counts as filling its range for :data:`RESOLVED`. A narrower column keeps its factor
-however small the noise: its ``T_1`` answer is carried by its few far values, and the copula
-correlation read off it is fragile (skewed scales at (10, 1e-9) went from 0.12 to 0.24 with
-``T_1`` there)."""
+"""Variance (scaled units) from which a column counts as filling its range for
+:data:`RESOLVED`; a narrower column keeps its factor however small the noise."""
 
 LP_GRID = 513
 """Points of [-1, 1] at which the linear program bounds the polynomial; the exact maximum is
@@ -78,8 +73,13 @@ def bounded(coefficients: np.ndarray) -> np.ndarray:
     return c / (polynomial_sup(c) + rounding)
 
 
-def spread_factors(probabilities: np.ndarray, degree: int, min_gain: float = MIN_GAIN,
-                   noise: float | None = None, levels: np.ndarray | None = None) -> np.ndarray:
+def spread_factors(
+    probabilities: np.ndarray,
+    degree: int,
+    min_gain: float = MIN_GAIN,
+    noise: float | None = None,
+    levels: np.ndarray | None = None,
+) -> np.ndarray:
     """Per column, the coefficients ``c_i0 .. c_ig`` of ``p_i = sum_r c_ir T_r`` (``(d, g + 1)``).
 
     ``probabilities`` ``(d, B)``: each column's private marginal on ``B`` equal cells of
@@ -109,21 +109,27 @@ def spread_factors(probabilities: np.ndarray, degree: int, min_gain: float = MIN
         deviation = centres - p @ centres
         variance = float(p @ deviation**2)
         few = 0 < lattice[i] <= degree + 1  # a lattice column of few levels: any function of it
-        if variance <= 0.0 or (not few and noise is not None and variance >= WIDE and noise <= RESOLVED * variance):
+        if variance <= 0.0 or (
+            not few and noise is not None and variance >= WIDE and noise <= RESOLVED * variance
+        ):
             continue
         g = int(lattice[i]) - 1 if few else degree
         if g < 2:
             continue
-        gain = (p * deviation) @ at_centres[:, :g + 1]  # cov(x, T_r(x)) for each r
-        limits = [grid[:, :g + 1], -grid[:, :g + 1]] + ([] if few else [-slopes])  # |p| <= 1, p' >= 0
+        gain = (p * deviation) @ at_centres[:, : g + 1]  # cov(x, T_r(x)) for each r
+        limits = [grid[:, : g + 1], -grid[:, : g + 1]] + (
+            [] if few else [-slopes]
+        )  # |p| <= 1, p' >= 0
         rhs = np.concatenate([np.ones(2 * LP_GRID), np.zeros(LP_GRID * (len(limits) - 2))])
-        found = linprog(-gain, A_ub=np.vstack(limits), b_ub=rhs, bounds=[(None, None)] * (g + 1), method="highs")
+        found = linprog(
+            -gain, A_ub=np.vstack(limits), b_ub=rhs, bounds=[(None, None)] * (g + 1), method="highs"
+        )
         if found.status != 0:
             continue
         c = bounded(found.x)
         if float(gain @ c) >= min_gain * variance:
             out[i] = 0.0
-            out[i, :g + 1] = c
+            out[i, : g + 1] = c
     return out
 
 
@@ -190,7 +196,9 @@ BISECTION_STEPS = 18
 """Halvings of [-0.99, 0.99]: ``rho`` to within 8e-6."""
 
 
-def copula_correlations(factors: FactorPairs, probabilities: np.ndarray, answers: np.ndarray) -> np.ndarray:
+def copula_correlations(
+    factors: FactorPairs, probabilities: np.ndarray, answers: np.ndarray
+) -> np.ndarray:
     """Per pair, the correlation ``rho`` of a Gaussian copula with the private marginals under
     which ``E[p_i(x_i) p_j(x_j)]`` equals the pair's (normalised, noisy) answer (``rho`` in
     [-0.99, 0.99]; the nearest end where the answer lies beyond what any ``rho`` gives).
@@ -200,7 +208,9 @@ def copula_correlations(factors: FactorPairs, probabilities: np.ndarray, answers
     factor tabulated on a grid of scores; it is monotone in ``rho`` when both factors are
     monotone where the data are, and ``rho`` is found by bisection, all pairs at once.
     Post-processing only: the copula the candidates are drawn from."""
-    return _invert(_copula_expectation(factors, probabilities), np.asarray(answers, dtype=np.float64))
+    return _invert(
+        _copula_expectation(factors, probabilities), np.asarray(answers, dtype=np.float64)
+    )
 
 
 def cell_quantile(probabilities: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -226,8 +236,9 @@ def copula_answers(factors: FactorPairs, probabilities: np.ndarray, rho: np.ndar
     return _copula_expectation(factors, probabilities)(rho)
 
 
-def copula_correlations_and_noise(factors: FactorPairs, probabilities: np.ndarray, answers: np.ndarray,
-                                  std: float) -> tuple[np.ndarray, np.ndarray]:
+def copula_correlations_and_noise(
+    factors: FactorPairs, probabilities: np.ndarray, answers: np.ndarray, std: float
+) -> tuple[np.ndarray, np.ndarray]:
     """:func:`copula_correlations`, and per pair the standard deviation that answer noise ``std``
     gives it near independence: half the change of ``rho`` between the answers the independent
     copula expects plus and minus ``std`` (0.99 where that noise spans every correlation).
@@ -238,19 +249,27 @@ def copula_correlations_and_noise(factors: FactorPairs, probabilities: np.ndarra
     return rho, copula_noise(factors, probabilities, std, expectation)
 
 
-def copula_noise(factors: FactorPairs, probabilities: np.ndarray, std: float,
-                 expectation: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray:
+def copula_noise(
+    factors: FactorPairs,
+    probabilities: np.ndarray,
+    std: float,
+    expectation: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> np.ndarray:
     """Per pair, the standard deviation that answer noise ``std`` gives the correlation of the
     Gaussian copula read off its answer, near independence (as
     :func:`copula_correlations_and_noise` takes it; 0.99 where that noise spans every
     correlation). Needs no answer: from the private marginals and a public noise scale, it says
     before a pair is measured whether its measurement could tell a relation from none."""
-    expectation = _copula_expectation(factors, probabilities) if expectation is None else expectation
+    expectation = (
+        _copula_expectation(factors, probabilities) if expectation is None else expectation
+    )
     centre = expectation(np.zeros(factors.size))
     return 0.5 * (_invert(expectation, centre + std) - _invert(expectation, centre - std))
 
 
-def _copula_expectation(factors: FactorPairs, probabilities: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+def _copula_expectation(
+    factors: FactorPairs, probabilities: np.ndarray
+) -> Callable[[np.ndarray], np.ndarray]:
     """``rho -> E[p_i(x_i) p_j(x_j)]`` per pair under the Gaussian copula with these marginals."""
     from scipy.special import ndtr, roots_hermitenorm
 
@@ -261,12 +280,17 @@ def _copula_expectation(factors: FactorPairs, probabilities: np.ndarray) -> Call
     table = np.empty((factors.d, grid.size))
     for i, p in enumerate(probabilities):
         table[i] = chebyshev.chebval(cell_quantile(p, ndtr(grid)), factors.coefficients[i])
-    left = np.array([np.interp(nodes, grid, table[i]) for i in range(factors.d)])[factors.pairs[:, 0]]
+    left = np.array([np.interp(nodes, grid, table[i]) for i in range(factors.d)])[
+        factors.pairs[:, 0]
+    ]
     right = table[factors.pairs[:, 1]]  # (P, grid)
     rows = np.arange(factors.size)[:, None, None]
 
     def expectation(rho: np.ndarray) -> np.ndarray:
-        scores = rho[:, None, None] * nodes[None, :, None] + np.sqrt(1.0 - rho * rho)[:, None, None] * nodes
+        scores = (
+            rho[:, None, None] * nodes[None, :, None]
+            + np.sqrt(1.0 - rho * rho)[:, None, None] * nodes
+        )
         position = np.clip((scores - grid[0]) / step, 0.0, grid.size - 1.000001)
         index = position.astype(np.int64)
         frac = position - index

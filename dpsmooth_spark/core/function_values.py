@@ -61,10 +61,10 @@ class _Products:
         y = y * self.scale
         out = y[self.single_rows].astype(np.float32) @ self.single
         if self.pair_rows.size:
-            l, k = self.left_factors.shape[0], self.right_factors.shape[0]
-            middle = np.zeros(l * k)
+            n_left, k = self.left_factors.shape[0], self.right_factors.shape[0]
+            middle = np.zeros(n_left * k)
             np.add.at(middle, self.left * k + self.right, y[self.pair_rows])
-            product = middle.reshape(l, k).T.astype(np.float32) @ self.left_factors  # (k, C)
+            product = middle.reshape(n_left, k).T.astype(np.float32) @ self.left_factors  # (k, C)
             out += np.einsum("kc,kc->c", product, self.right_factors)
         return out
 
@@ -113,8 +113,10 @@ def _products(basis: BasisSet, points: np.ndarray, scale: np.ndarray) -> _Produc
         return None
     table = chebyshev_table(points, basis.degree)  # (C, d, g + 1)
     # (column, degree) factors of each row; a pair's lower-degree factor first (its left one)
-    factors = [sorted(((int(i), int(idx[i])) for i in np.nonzero(idx)[0]), key=lambda f: (f[1], f[0]))
-               for idx in basis.indices]
+    factors = [
+        sorted(((int(i), int(idx[i])) for i in np.nonzero(idx)[0]), key=lambda f: (f[1], f[0]))
+        for idx in basis.indices
+    ]
     single_rows = np.flatnonzero(nonzero == 1)
     pair_rows = np.flatnonzero(nonzero == 2)
     lefts = sorted({factors[row][0] for row in pair_rows})
@@ -147,11 +149,16 @@ def _factor_products(factors: FactorPairs, points: np.ndarray, scale: np.ndarray
     lefts, left = np.unique(factors.pairs[:, 0], return_inverse=True)
     rights, right = np.unique(factors.pairs[:, 1], return_inverse=True)
     c = points.shape[0]
-    return _Products(single=np.zeros((0, c), dtype=np.float32), single_rows=np.zeros(0, dtype=np.int64),
-                     left_factors=np.ascontiguousarray(values[lefts]),
-                     right_factors=np.ascontiguousarray(values[rights]),
-                     pair_rows=np.arange(factors.size), left=left.reshape(-1).astype(np.int64),
-                     right=right.reshape(-1).astype(np.int64), scale=scale)
+    return _Products(
+        single=np.zeros((0, c), dtype=np.float32),
+        single_rows=np.zeros(0, dtype=np.int64),
+        left_factors=np.ascontiguousarray(values[lefts]),
+        right_factors=np.ascontiguousarray(values[rights]),
+        pair_rows=np.arange(factors.size),
+        left=left.reshape(-1).astype(np.int64),
+        right=right.reshape(-1).astype(np.int64),
+        scale=scale,
+    )
 
 
 def _indicators(histograms: HistogramBasis, points: np.ndarray, scale: np.ndarray) -> _Sparse:
@@ -178,14 +185,16 @@ class FunctionValues:
         self.shape = (int(self._offsets[-1]), candidates)
 
     @classmethod
-    def from_functions(cls, functions: list, scales: list[np.ndarray], points: np.ndarray) -> FunctionValues:
-        """``functions[k]`` (a :class:`BasisSet`, :class:`HistogramBasis`, :class:`FactorPairs` or anything with
-        ``evaluate(points) -> (R_k, C)``) at ``points`` (``(C, d)``), row ``r`` of block ``k``
-        multiplied by ``scales[k][r]``."""
+    def from_functions(
+        cls, functions: list, scales: list[np.ndarray], points: np.ndarray
+    ) -> FunctionValues:
+        """``functions[k]`` (a :class:`BasisSet`, :class:`HistogramBasis`, :class:`FactorPairs` or
+        anything with ``evaluate(points) -> (R_k, C)``) at ``points`` (``(C, d)``), row ``r`` of
+        block ``k`` multiplied by ``scales[k][r]``."""
         blocks, sizes = [], []
-        for queries, scale in zip(functions, scales):
+        for queries, scale in zip(functions, scales, strict=False):
             scale = np.asarray(scale, dtype=np.float64)
-            block = None
+            block: _Products | _Sparse | _Dense | None = None
             if isinstance(queries, BasisSet):
                 block = _products(queries, points, scale)
             elif isinstance(queries, HistogramBasis):
@@ -207,7 +216,9 @@ class FunctionValues:
         """``A^T y`` (float32, ``(C,)``) for ``y`` of shape ``(R,)``."""
         y = np.asarray(y, dtype=np.float64)
         out = np.zeros(self.shape[1], dtype=np.float32)
-        for block, start, stop in zip(self._blocks, self._offsets[:-1], self._offsets[1:]):
+        for block, start, stop in zip(
+            self._blocks, self._offsets[:-1], self._offsets[1:], strict=False
+        ):
             out += block.transposed_times(y[start:stop])
         return out
 

@@ -74,7 +74,7 @@ def solve_l1_fit(
         return L1Fit(weights, objective, solver, status, 1, c)
     active = np.unique(np.linspace(0, c - 1, min(c, 2 * (r + 1))).astype(int))
     batch = r + 1
-    for rounds in range(1, max_rounds + 1):
+    for rounds in range(1, max_rounds + 1):  # noqa: B007 (the count is returned)
         sub, objective, status, duals = _solve(w[:, active], b, solver, time_limit_s)
         reduced = -(w.T @ duals[:r] + duals[r])
         reduced[active] = 0.0
@@ -85,11 +85,14 @@ def solve_l1_fit(
         active = np.concatenate([active, entering])
     weights = np.zeros(c)
     weights[active] = sub
-    return L1Fit(weights, float(np.abs(w @ weights - b).sum()), solver, status, rounds, int(active.size))
+    return L1Fit(
+        weights, float(np.abs(w @ weights - b).sum()), solver, status, rounds, int(active.size)
+    )
 
 
-def _solve(w: np.ndarray, b: np.ndarray, solver: str,
-           time_limit_s: float | None) -> tuple[np.ndarray, float, str, np.ndarray]:
+def _solve(
+    w: np.ndarray, b: np.ndarray, solver: str, time_limit_s: float | None
+) -> tuple[np.ndarray, float, str, np.ndarray]:
     """One LP solve: (weights, objective, status, duals of the R rows and the sum row)."""
     r, c = w.shape
     eye = sp.identity(r, format="csr")

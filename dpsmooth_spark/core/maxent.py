@@ -19,7 +19,8 @@ The problem is solved through its dual, a concave maximisation over ``y`` in R^R
 
     max_y  -log sum_j u0_j exp(-(W^T y)_j) - b^T y - sum_G sqrt(target_G) ||(sigma y)_G||_2,
 
-with L-BFGS (SciPy; the group norms smoothed by :data:`SMOOTHING`). Each step costs two products with ``W``
+with L-BFGS (SciPy; the group norms smoothed by :data:`SMOOTHING`). Each step costs two products
+with ``W``
 (O(RC)); nothing grows with the number of records. :func:`fit_within_noise` makes the targets
 feasible first with :func:`closest_fit`, the distribution on the support closest to the
 measurements in the same chi-square (accelerated projected gradient, O(RC) per step too).
@@ -49,21 +50,12 @@ this share of the targets' total. At R = 1785, C = 10^5 (the stages benchmark) t
 steps instead of 1340, the total excess 3 instead of 0.8 on targets of 1300."""
 
 STEP_FACTOR = 2.2
-"""The closest fit's step is ``1 / (STEP_FACTOR ||D A P||^2)`` of its gradient
-``2 A^T D (A u - b)``: the textbook ``1 / L`` with a 10% margin on the power-iteration estimate.
-A checkpoint more than 10x above the best one seen sends it back there with 1.5x shorter steps.
-(1.5, steps 1.33x the textbook one, reached a chi-square per function of 0.89 instead of 1.44 at
-10^7 rows on one release, but on others the oscillating chi-square tripped the stall rule after
-a few hundred steps: chi2 / R 2-98, correlation errors 0.09-0.13. Not kept.)"""
+"""The closest fit's step is ``1 / (STEP_FACTOR ||D A P||^2)``: the textbook ``1 / L`` with a
+10% margin on the power-iteration estimate (docs/decisions/0001)."""
 
 CLOSEST_STEPS = (800, 2000)
 """Fewest and most steps of the closest fit; between them, as many as :data:`CLOSEST_WORK`
-allows (:func:`closest_steps`). Started from the private-correlation copula
-(``Candidates.start_weights``), 800 steps at 10^7 rows x 30 columns (R = 1785, C = 20,000) reach
-a chi-square per function of 1.7 and correlation errors of 0.008-0.009 (mean), below the 1.5 and
-0.0105 that 2000 steps from the independent prior reached (benchmarks/accuracy.json). Small
-problems keep up to 2000: on issue 14's six-kind table (R = 131) 800 steps left corr(age, bmi)
-at 0.54 instead of 0.57 (seed 3; 0.68 in the data)."""
+allows (:func:`closest_steps`; docs/decisions/0001)."""
 
 CLOSEST_WORK = 2e10
 """Budget of the closest fit in function values (steps x R x C; a step's two products cost about
@@ -77,35 +69,18 @@ def closest_steps(r: int, c: int) -> int:
 
 
 DUAL_BLAS_THREADS = 1
-"""BLAS threads of the dual's products. Between two products L-BFGS and the weights run
-single-threaded while OpenBLAS's idle workers spin for the cores: on 2 cores, one thread took
-the dual from 9.4 to 4.7 s at R = 1785, C = 10^5 and from 2.3 to 0.2 s at C = 3000
-(benchmarks/stages.json). The closest fit, whose steps are mostly products, keeps all threads."""
+"""BLAS threads of the dual's products: OpenBLAS's idle workers spin against single-threaded
+L-BFGS on few cores (docs/decisions/0001). The closest fit keeps all threads."""
 
 
 DUAL_ROUNDS = 5
-"""Most rounds of ``max_iterations`` L-BFGS steps that :func:`fit_within_noise` gives the dual.
-Where one round of 200 leaves it unconverged, :func:`within_targets` takes the fit back toward
-the closest fit, which may sit on a few hundred candidates: on digits at epsilon 1 (seeds 0-5,
-20,000 candidates) KL rose from 0.31 to 4.2 at seed 5, which kept 689 candidates (the dual's
-weights spread over 9117) and a correlation-error ratio of 1.14. With more rounds where the way
-back costs (:data:`RETREAT`) the six seeds averaged 1.002 instead of 1.035, the same as one cap
-of 1000 steps; that cap for every fit doubled the fit at R = 1785, C = 10^5 for the same
-chi-square (docs/benchmarks.md, stop 23), where the rounds do not run (5.4 s, as before)."""
+"""Most rounds of ``max_iterations`` L-BFGS steps :func:`fit_within_noise` gives the dual where
+the way back to the closest fit would concentrate the weights (:data:`RETREAT`)."""
 
 RETREAT = 1.5
 """The dual gets another round when the fallback's KL exceeds ``RETREAT`` times its own plus
-0.01 nats and the closest fit spreads over fewer candidates than the dual's weights
-(:func:`effective_support`): the way back would then trade the dual's spread for the closest
-fit's concentration, whose spurious correlations (about ``1 / sqrt(support)`` in every pair) the
-release copies. On digits at epsilon 1 (seeds 0-5), after 200 steps, the releases whose ratios
-were 1.01-1.14 had KL ratios of 1.7-13; the two at 1.00 had 1.01 and 1.15. Where the closest
-fit is the more spread (the generated tables at epsilon 10: 10,000-14,000 candidates against
-the dual's 500-11,000), the way back is kept: rounds to convergence there weakened their
-relations (correlation-error ratio 0.08 -> 0.20 on ``correlated``, 0.09 -> 0.13 on
-``skewed_scales``), the converged fit sitting on the far side of targets the candidates can
-barely reach. On WDBC at epsilon 1 the rounds run and cost correlation (0.80 -> 0.85 over
-seeds 0-1) for spread (supports of 2048 and 412 candidates -> 2592 and 1136)."""
+0.01 nats and the closest fit spreads over fewer candidates than the dual's weights: its
+spurious correlations would otherwise pass to the release (docs/decisions/0001)."""
 
 SMOOTHING = 1e-4
 """``||z_G||`` is computed as ``sqrt(||z_G||^2 + SMOOTHING^2)`` (z in z-score units): the dual is
@@ -154,7 +129,7 @@ def _times(w: Values, u: np.ndarray) -> np.ndarray:
     return (w @ u.astype(w.dtype, copy=False)).astype(np.float64)
 
 
-def _noise_units(w: Values, sigma: np.ndarray) -> np.ndarray:
+def _noise_units(w: Values, sigma: np.ndarray) -> Values:
     """``W / sigma`` row by row as float32; ``W`` itself when it is float32 and ``sigma = 1``."""
     if w.dtype == np.float32 and np.all(sigma == 1.0):
         return w
@@ -169,8 +144,9 @@ def chi_square(w: Values, u: np.ndarray, b: np.ndarray, sigma: np.ndarray | floa
     return float(z @ z)
 
 
-def group_chi_square(w: Values, u: np.ndarray, b: np.ndarray, sigma: np.ndarray,
-                     groups: np.ndarray) -> np.ndarray:
+def group_chi_square(
+    w: Values, u: np.ndarray, b: np.ndarray, sigma: np.ndarray, groups: np.ndarray
+) -> np.ndarray:
     """Chi-square of each group (``groups``: ``(R,)`` labels ``0 .. G-1``)."""
     z = (_times(w, u) - b) / sigma
     return np.bincount(groups, weights=z * z, minlength=int(groups.max(initial=-1)) + 1)
@@ -235,6 +211,7 @@ def maxent_projection(
     # support function and v (on the bounded answers; none without bounds) the boxes'
     # (sum bound_r |v_r|, smoothed like the norms).
     boxed_rows = np.arange(0) if box is None else np.flatnonzero(np.isfinite(box))
+    box_bound = np.zeros(r) if box is None else box  # read on the boxed rows alone
 
     def split(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         z, v = x[:r], x[r:]
@@ -251,9 +228,13 @@ def maxent_projection(
         if not boxed_rows.size:
             return value, common + (radius / norms)[groups] * z
         lengths = np.sqrt(v * v + SMOOTHING**2)
-        grad = np.concatenate([common + (radius / norms)[groups] * z,
-                               common[boxed_rows] + box[boxed_rows] * v / lengths])
-        return value + float(box[boxed_rows] @ lengths), grad
+        grad = np.concatenate(
+            [
+                common + (radius / norms)[groups] * z,
+                common[boxed_rows] + box_bound[boxed_rows] * v / lengths,
+            ]
+        )
+        return value + float(box_bound[boxed_rows] @ lengths), grad
 
     # Start along the direction that lowers the objective from the (non-smooth) origin.
     if start_dual is None:
@@ -261,9 +242,13 @@ def maxent_projection(
         z0 = 1e-3 * step / max(float(np.linalg.norm(step)), 1e-300)
         start_dual = np.concatenate([z0, z0[boxed_rows]])
     with threadpool_limits(limits=DUAL_BLAS_THREADS, user_api="blas"):
-        res = minimize(objective, start_dual, jac=True,
-                       method="L-BFGS-B",
-                       options={"maxiter": max_iterations, "gtol": 1e-7, "ftol": 1e-11})
+        res = minimize(
+            objective,
+            start_dual,
+            jac=True,
+            method="L-BFGS-B",
+            options={"maxiter": max_iterations, "gtol": 1e-7, "ftol": 1e-11},
+        )
     u, _ = weights(split(res.x)[2])
     positive = u > 0
     kl = float(np.sum(u[positive] * (np.log(u[positive]) - log_u0[positive])))
@@ -275,8 +260,13 @@ MATCH_RIDGE = 1e-3
 target; the weights then miss each target by about ``MATCH_RIDGE`` times its dual variable."""
 
 
-def match_correlation(points: np.ndarray, weights: np.ndarray, target: np.ndarray,
-                      ridge: float = MATCH_RIDGE, max_iterations: int = 500) -> np.ndarray:
+def match_correlation(
+    points: np.ndarray,
+    weights: np.ndarray,
+    target: np.ndarray,
+    ridge: float = MATCH_RIDGE,
+    max_iterations: int = 500,
+) -> np.ndarray:
     """The weights closest in KL to ``weights`` under which the columns of ``points`` keep their
     weighted means and variances and have the correlation ``target`` (``(d, d)``; columns of
     zero variance are left out).
@@ -303,9 +293,13 @@ def match_correlation(points: np.ndarray, weights: np.ndarray, target: np.ndarra
 
     def tilted(theta: np.ndarray) -> tuple[np.ndarray, float]:
         quadratic = np.zeros((d, d))
-        quadratic[upper] = theta[2 * d:]
-        exponent = log_u + z @ theta[:d] + (z**2) @ theta[d:2 * d] + np.einsum("ci,ij,cj->c", z, quadratic, z,
-                                                                                optimize=True)
+        quadratic[upper] = theta[2 * d :]
+        exponent = (
+            log_u
+            + z @ theta[:d]
+            + (z**2) @ theta[d : 2 * d]
+            + np.einsum("ci,ij,cj->c", z, quadratic, z, optimize=True)
+        )
         log_z = float(logsumexp(exponent))
         return np.exp(exponent - log_z), log_z
 
@@ -313,11 +307,16 @@ def match_correlation(points: np.ndarray, weights: np.ndarray, target: np.ndarra
         v, log_z = tilted(theta)
         second = (z * v[:, None]).T @ z
         gradient = np.concatenate([v @ z, np.diag(second) - 1.0, second[upper] - want])
-        value = log_z - theta[d:2 * d].sum() - theta[2 * d:] @ want
+        value = log_z - theta[d : 2 * d].sum() - theta[2 * d :] @ want
         return value + 0.5 * ridge * theta @ theta, gradient + ridge * theta
 
-    res = minimize(dual, np.zeros(2 * d + want.size), jac=True, method="L-BFGS-B",
-                   options={"maxiter": max_iterations, "gtol": 1e-8})
+    res = minimize(
+        dual,
+        np.zeros(2 * d + want.size),
+        jac=True,
+        method="L-BFGS-B",
+        options={"maxiter": max_iterations, "gtol": 1e-8},
+    )
     return tilted(res.x)[0]
 
 
@@ -404,7 +403,7 @@ def closest_fit(
         weight = (sizes / scale)[groups]
         weight /= weight.max()
     weight32 = weight.astype(np.float32)
-    enough_total = None if enough is None else float(np.sum(enough))
+    enough_total = 0.0 if enough is None else float(np.sum(enough))
     # L = 2 ||D A P||_2^2 with D = diag(sqrt(weight)) and P the projection on {sum d = 0}, the
     # directions the weights move in (the rows' means would otherwise set L, and C times too
     # small a step), from a deterministic power iteration; the step is 2 / (STEP_FACTOR L).
@@ -414,7 +413,11 @@ def closest_fit(
         v -= v.mean()
         v /= np.linalg.norm(v)
     lipschitz = STEP_FACTOR * float(weight32 @ (a @ v) ** 2)
-    u = np.full(c, 1.0 / c) if start is None else np.asarray(start, dtype=np.float64) / np.sum(start)
+    u = (
+        np.full(c, 1.0 / c)
+        if start is None
+        else np.asarray(start, dtype=np.float64) / np.sum(start)
+    )
     y, t = u.copy(), 1.0
     z = (a @ u.astype(np.float32) - target).astype(np.float64)
     best, best_value = u, float(weight @ (z * z))
@@ -440,7 +443,7 @@ def closest_fit(
                 best, best_value = u, value
             if scale is None:
                 history.append(float(z @ z))
-            else:  # progress on what the targets need: each group's excess over enough
+            elif enough is not None:  # progress on what the targets need: each group's excess
                 excess = np.maximum(np.bincount(groups, weights=z * z) - enough, 0.0)
                 if excess.sum() <= ENOUGH_EXCESS * enough_total:
                     break
@@ -476,20 +479,19 @@ def clipped_square_moments(c: np.ndarray, noise: str) -> tuple[np.ndarray, np.nd
 
 
 STRENGTH_SIGNAL = 1.5
-""":func:`james_stein_tolerance` fits a clear group to its estimated strength, not James-Stein's
-shrunk one, where the group's estimated signal (``S - |G| m``) is at least this many times its
-noise's (``|G| m``), i.e. where James-Stein would keep at most ``1 / (1 + 1.5) = 0.4`` of the
-distance. The one value measured, and read off the benchmark's tables (stop 29): their label
-groups at epsilon 1 keep 0.09-0.40 on WDBC, wine and iris, and 0.50-0.68 on digits, where
-fitting every clear group to its estimated strength took 8 seeded releases from a correlation
-ratio of 0.998 to 1.020 (relations weak against their noise: a stronger fit of them is mostly a
-stronger fit of noise); the generated tables' pair groups at epsilon 10 keep 0.2-0.65, on both
-sides of it."""
+""":func:`james_stein_tolerance` fits a clear group to its estimated strength where its
+estimated signal is at least this many times its noise (James-Stein would keep at most 0.4 of
+the distance; docs/decisions/0001)."""
 
 
-def james_stein_tolerance(z_prior: np.ndarray, groups: np.ndarray, noise: str,
-                          clip: float = 2.5, significance: float = 2.0,
-                          strength_signal: float | None = None) -> np.ndarray:
+def james_stein_tolerance(
+    z_prior: np.ndarray,
+    groups: np.ndarray,
+    noise: str,
+    clip: float = 2.5,
+    significance: float = 2.0,
+    strength_signal: float | None = None,
+) -> np.ndarray:
     """Per group, the chi-square per answer left by positive-part James-Stein shrinkage of its
     answers toward the prior's, capped at 1 (within the noise).
 
@@ -518,7 +520,9 @@ def james_stein_tolerance(z_prior: np.ndarray, groups: np.ndarray, noise: str,
     z = np.asarray(z_prior, dtype=np.float64)
     groups = np.asarray(groups, dtype=np.int64)
     size = np.bincount(groups).astype(np.float64)
-    median = np.array([np.median(np.abs(z[groups == g])) if size[g] else 0.0 for g in range(size.size)])
+    median = np.array(
+        [np.median(np.abs(z[groups == g])) if size[g] else 0.0 for g in range(size.size)]
+    )
     c = np.maximum(clip, 3.0 * median)
     robust = np.bincount(groups, weights=np.minimum(z * z, c[groups] ** 2), minlength=size.size)
     chi2 = np.bincount(groups, weights=z * z, minlength=size.size)
@@ -571,7 +575,9 @@ def fit_within_noise(
         ``(maximum-entropy fit, closest fit)``.
     """
     sigma = np.broadcast_to(np.asarray(sigma, dtype=np.float64), b.shape)
-    groups = np.zeros(b.size, dtype=np.int64) if groups is None else np.asarray(groups, dtype=np.int64)
+    groups = (
+        np.zeros(b.size, dtype=np.int64) if groups is None else np.asarray(groups, dtype=np.int64)
+    )
     sizes = np.bincount(groups).astype(np.float64)
     if start is None and log_prior is not None:
         start = np.exp(np.asarray(log_prior) - np.max(log_prior))
@@ -579,25 +585,39 @@ def fit_within_noise(
     stop = tolerance if closest_tolerance is None else closest_tolerance
     closest = closest_fit(w, b, sigma, groups, stop * sizes / (1.0 + slack), start)
     z_closest = (_times(w, closest.weights) - b) / sigma
-    targets = np.maximum(tolerance * sizes,
-                         (1.0 + slack) * np.bincount(groups, weights=z_closest * z_closest))
+    targets = np.maximum(
+        tolerance * sizes, (1.0 + slack) * np.bincount(groups, weights=z_closest * z_closest)
+    )
     targets = np.maximum(targets, 1e-6 * sizes)  # keep every ball non-degenerate
     bounds = None
     if answer_bound is not None:
         bounds = np.maximum(answer_bound, np.sqrt(1.0 + slack) * np.abs(z_closest))
     middle = time.perf_counter()
     projected = maxent_projection(w, b, sigma, targets, groups, log_prior, max_iterations, bounds)
-    fit = within_targets(projected, closest.weights, w, b, sigma, targets, groups, log_prior, bounds)
+    fit = within_targets(
+        projected, closest.weights, w, b, sigma, targets, groups, log_prior, bounds
+    )
     steps = projected.iterations
     for _ in range(DUAL_ROUNDS - 1):
         if not needs_another_round(projected, fit, closest.weights):
             break
-        projected = maxent_projection(w, b, sigma, targets, groups, log_prior, max_iterations, bounds,
-                                      start_dual=projected.dual)
+        projected = maxent_projection(
+            w,
+            b,
+            sigma,
+            targets,
+            groups,
+            log_prior,
+            max_iterations,
+            bounds,
+            start_dual=projected.dual,
+        )
         steps += projected.iterations
         if projected.iterations == 0:  # the line search cannot go on from where it stopped
             break
-        again = within_targets(projected, closest.weights, w, b, sigma, targets, groups, log_prior, bounds)
+        again = within_targets(
+            projected, closest.weights, w, b, sigma, targets, groups, log_prior, bounds
+        )
         fit = again if again.kl < fit.kl else fit
     fit = dataclasses.replace(fit, iterations=steps)
     if timings is not None:
@@ -613,13 +633,22 @@ def needs_another_round(projected: MaxEntFit, fallback: MaxEntFit, closest: np.n
     dual's weights (:func:`effective_support`)."""
     if projected.converged or projected.dual is None:
         return False
-    return (fallback.kl > RETREAT * projected.kl + 0.01
-            and effective_support(closest) < effective_support(projected.weights))
+    return fallback.kl > RETREAT * projected.kl + 0.01 and effective_support(
+        closest
+    ) < effective_support(projected.weights)
 
 
-def within_targets(fit: MaxEntFit, feasible: np.ndarray, w: Values, b: np.ndarray,
-                   sigma: np.ndarray, targets: np.ndarray, groups: np.ndarray,
-                   log_prior: np.ndarray | None, bounds: np.ndarray | None = None) -> MaxEntFit:
+def within_targets(
+    fit: MaxEntFit,
+    feasible: np.ndarray,
+    w: Values,
+    b: np.ndarray,
+    sigma: np.ndarray,
+    targets: np.ndarray,
+    groups: np.ndarray,
+    log_prior: np.ndarray | None,
+    bounds: np.ndarray | None = None,
+) -> MaxEntFit:
     """The point of the segment from ``feasible`` (a distribution within every target and
     ``bounds``) to ``fit.weights`` that is within every target and bound and closest to the prior.
 
@@ -632,12 +661,14 @@ def within_targets(fit: MaxEntFit, feasible: np.ndarray, w: Values, b: np.ndarra
     z_end = (_times(w, fit.weights) - b) / sigma
     size = targets.size
     box = np.inf if bounds is None else np.asarray(bounds, dtype=np.float64)
-    if (np.all(np.bincount(groups, weights=z_end * z_end, minlength=size) <= targets * (1 + 1e-6))
-            and np.all(np.abs(z_end) <= box * (1 + 1e-6))):
+    if np.all(
+        np.bincount(groups, weights=z_end * z_end, minlength=size) <= targets * (1 + 1e-6)
+    ) and np.all(np.abs(z_end) <= box * (1 + 1e-6)):
         return fit
     z0 = (_times(w, feasible) - b) / sigma
     dz = z_end - z0
-    # chi2_G(t) = qa t^2 + 2 qb t + qc, convex in t; the largest t in [0, 1] with chi2_G(t) <= target.
+    # chi2_G(t) = qa t^2 + 2 qb t + qc, convex in t; the largest t in [0, 1] with chi2_G(t) <=
+    # target.
     qa = np.bincount(groups, weights=dz * dz, minlength=size)
     qb = np.bincount(groups, weights=z0 * dz, minlength=size)
     qc = np.bincount(groups, weights=z0 * z0, minlength=size)
@@ -647,7 +678,9 @@ def within_targets(fit: MaxEntFit, feasible: np.ndarray, w: Values, b: np.ndarra
     with np.errstate(divide="ignore", invalid="ignore"):  # |z0 + t dz| <= bound, answer by answer
         edges = np.where(dz != 0, (np.sign(dz) * box - z0) / dz, np.inf)
     reach = float(np.clip(min(np.min(roots), np.min(edges, initial=np.inf)), 0.0, 1.0))
-    log_u0 = np.zeros(feasible.size) if log_prior is None else np.asarray(log_prior, dtype=np.float64)
+    log_u0 = (
+        np.zeros(feasible.size) if log_prior is None else np.asarray(log_prior, dtype=np.float64)
+    )
     log_u0 = log_u0 - logsumexp(log_u0)
     direction = fit.weights - feasible
 

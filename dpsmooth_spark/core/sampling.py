@@ -21,8 +21,13 @@ HERDING_PAIR_CELLS = 8
 """Cells per column of the two-way marginals that herding follows."""
 
 
-def herded_indices(points: np.ndarray, weights: np.ndarray, rows: int,
-                   cells: int = HERDING_CELLS, pair_cells: int = HERDING_PAIR_CELLS) -> np.ndarray:
+def herded_indices(
+    points: np.ndarray,
+    weights: np.ndarray,
+    rows: int,
+    cells: int = HERDING_CELLS,
+    pair_cells: int = HERDING_PAIR_CELLS,
+) -> np.ndarray:
     """``rows`` candidate indices chosen by kernel herding (Chen, Welling & Smola 2010) so that
     their empirical distribution follows ``weights`` on every column's marginal (``cells`` equal
     cells of [-1, 1]), on every pair of columns' two-way marginal (``pair_cells`` cells each) and
@@ -50,15 +55,20 @@ def herded_indices(points: np.ndarray, weights: np.ndarray, rows: int,
     fine = np.clip(((x + 1.0) * (cells / 2.0)).astype(np.int64), 0, cells - 1)
     coarse = np.clip(((x + 1.0) * (pair_cells / 2.0)).astype(np.int64), 0, pair_cells - 1)
     expected = np.einsum("ci,ij,cj->c", z, second, z, optimize=True) / d**2
-    fine_members, coarse_members = [], []  # per column: points sorted by cell, cell starts
+    fine_members: list[tuple[np.ndarray, np.ndarray]] = []  # per column: points sorted by cell,
+    coarse_members: list[tuple[np.ndarray, np.ndarray]] = []  # and cell starts
     pair_weight = 2.0 / (d * (d - 1)) if d > 1 else 0.0
     for j in range(d):
         expected += np.bincount(fine[:, j], weights=u, minlength=cells)[fine[:, j]] / d
         for i in range(j):
-            joint = np.bincount(coarse[:, i] * pair_cells + coarse[:, j], weights=u,
-                                minlength=pair_cells**2)
+            joint = np.bincount(
+                coarse[:, i] * pair_cells + coarse[:, j], weights=u, minlength=pair_cells**2
+            )
             expected += pair_weight * joint[coarse[:, i] * pair_cells + coarse[:, j]]
-        for cell, members, size in ((fine, fine_members, cells), (coarse, coarse_members, pair_cells)):
+        for cell, members, size in (
+            (fine, fine_members, cells),
+            (coarse, coarse_members, pair_cells),
+        ):
             order = np.argsort(cell[:, j], kind="stable")
             members.append((order, np.searchsorted(cell[order, j], np.arange(size + 1))))
     drawn = np.zeros(count)  # sum over the picks so far of k(c, pick)
@@ -71,21 +81,21 @@ def herded_indices(points: np.ndarray, weights: np.ndarray, rows: int,
         shared[:] = 0.0
         for j in range(d):
             order, starts = fine_members[j]
-            drawn[order[starts[fine[k, j]]:starts[fine[k, j] + 1]]] += 1.0 / d
+            drawn[order[starts[fine[k, j]] : starts[fine[k, j] + 1]]] += 1.0 / d
             order, starts = coarse_members[j]
-            shared[order[starts[coarse[k, j]]:starts[coarse[k, j] + 1]]] += 1.0
+            shared[order[starts[coarse[k, j]] : starts[coarse[k, j] + 1]]] += 1.0
         drawn += pair_weight * shared * (shared - 1.0) / 2.0
     return out
 
 
 REORDER_ROUNDS = 3
-"""Rounds of :func:`reorder_to_correlation` after herding: on digits at epsilon 0.1 (1797 rows,
-two seeds) the mean correlation error against the fit goes 0.0052 -> 0.00027 -> 0.00013 ->
-0.00011 after rounds 1-3, and 0.00010 after 5 (docs/benchmarks.md, stop 31)."""
+"""Rounds of :func:`reorder_to_correlation` after herding; each round cuts the sample's mean
+correlation error against the fit, by little after the third."""
 
 
-def mixture_correlation(candidates: np.ndarray, weights: np.ndarray,
-                        jitter: np.ndarray | float) -> np.ndarray:
+def mixture_correlation(
+    candidates: np.ndarray, weights: np.ndarray, jitter: np.ndarray | float
+) -> np.ndarray:
     """Correlation matrix of the mixture ``sum_j u_j N(c_j, diag(jitter**2))`` (before the
     reflection at the bounds): the weighted candidates' covariance plus the jitter's variance.
     (``core.candidates.weighted_correlation`` computes the same moments, but this module runs on
@@ -98,8 +108,9 @@ def mixture_correlation(candidates: np.ndarray, weights: np.ndarray,
     return cov / np.outer(scale, scale)
 
 
-def reorder_to_correlation(sample: np.ndarray, target: np.ndarray, movable: np.ndarray,
-                           rounds: int = REORDER_ROUNDS) -> np.ndarray:
+def reorder_to_correlation(
+    sample: np.ndarray, target: np.ndarray, movable: np.ndarray, rounds: int = REORDER_ROUNDS
+) -> np.ndarray:
     """``sample`` with the values of each ``movable`` column reordered among its rows so that the
     sample's correlation matrix comes to ``target`` (Iman and Conover 1982).
 
@@ -131,8 +142,9 @@ def reorder_to_correlation(sample: np.ndarray, target: np.ndarray, movable: np.n
     return x
 
 
-def _target_scores(z: np.ndarray, current: np.ndarray, target: np.ndarray,
-                   moving: np.ndarray) -> np.ndarray:
+def _target_scores(
+    z: np.ndarray, current: np.ndarray, target: np.ndarray, moving: np.ndarray
+) -> np.ndarray:
     """Scores for the ``moving`` columns of the standardised ``z`` (correlation ``current``)
     that, beside the fixed columns as they are, have the correlation ``target``: the fixed
     columns' part of each moving column carried by ``C_FF^-1 T_FM``, its residual (covariance
@@ -141,10 +153,17 @@ def _target_scores(z: np.ndarray, current: np.ndarray, target: np.ndarray,
     inverse = np.linalg.pinv(current[np.ix_(fixed, fixed)]) if fixed.any() else np.zeros((0, 0))
     z_fixed = z[:, fixed]
     residual = z[:, moving] - z_fixed @ (inverse @ current[np.ix_(fixed, moving)])
-    own = current[np.ix_(moving, moving)] - current[np.ix_(moving, fixed)] @ inverse @ current[np.ix_(fixed, moving)]
-    wanted = target[np.ix_(moving, moving)] - target[np.ix_(moving, fixed)] @ inverse @ target[np.ix_(fixed, moving)]
-    return (z_fixed @ (inverse @ target[np.ix_(fixed, moving)])
-            + residual @ _symmetric_power(own, -0.5) @ _symmetric_power(wanted, 0.5))
+    own = (
+        current[np.ix_(moving, moving)]
+        - current[np.ix_(moving, fixed)] @ inverse @ current[np.ix_(fixed, moving)]
+    )
+    wanted = (
+        target[np.ix_(moving, moving)]
+        - target[np.ix_(moving, fixed)] @ inverse @ target[np.ix_(fixed, moving)]
+    )
+    return z_fixed @ (inverse @ target[np.ix_(fixed, moving)]) + residual @ _symmetric_power(
+        own, -0.5
+    ) @ _symmetric_power(wanted, 0.5)
 
 
 def _symmetric_power(matrix: np.ndarray, power: float) -> np.ndarray:
@@ -197,8 +216,9 @@ def sample_records(
     if np.any(jitter > 0):
         picked = reflect_into_cube(picked + rng.standard_normal(picked.shape) * jitter)
         if herds(rows, herding_rows):
-            picked = reorder_to_correlation(picked, mixture_correlation(candidates, weights, jitter),
-                                            jitter > 0)
+            picked = reorder_to_correlation(
+                picked, mixture_correlation(candidates, weights, jitter), jitter > 0
+            )
     return picked
 
 

@@ -12,8 +12,14 @@ def uniform_rows(d: int, rows: int, rng: np.random.Generator) -> np.ndarray:
     return rng.uniform(-1.0, 1.0, size=(rows, d))
 
 
-def independent_laplace(real: np.ndarray, epsilon: float, rows: int, rng: np.random.Generator,
-                        noise: NoiseSource, bins: int = 32) -> np.ndarray:
+def independent_laplace(
+    real: np.ndarray,
+    epsilon: float,
+    rows: int,
+    rng: np.random.Generator,
+    noise: NoiseSource,
+    bins: int = 32,
+) -> np.ndarray:
     """Per-column Laplace histograms (epsilon / d each; a record adds 1 to one bin per column, so
     each histogram has L1 sensitivity 1), columns sampled independently, uniform within bins."""
     d = real.shape[1]

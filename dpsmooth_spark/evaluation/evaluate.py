@@ -58,9 +58,16 @@ class QuerySets:
         return means[:n].reshape(len(PAPER_SIGMAS), -1), means[n:]
 
 
-def evaluate(real_sample: np.ndarray, synthetic: np.ndarray, columns: list[str], queries: QuerySets,
-             real_means: np.ndarray | None = None, label: int | None = None,
-             summary: dict[str, Any] | None = None, seed: int = 0) -> dict[str, Any]:
+def evaluate(
+    real_sample: np.ndarray,
+    synthetic: np.ndarray,
+    columns: list[str],
+    queries: QuerySets,
+    real_means: np.ndarray | None = None,
+    label: int | None = None,
+    summary: dict[str, Any] | None = None,
+    seed: int = 0,
+) -> dict[str, Any]:
     """All metrics of ``synthetic`` against the real rows (definitions in docs/evaluation.md).
 
     Args:
@@ -80,20 +87,30 @@ def evaluate(real_sample: np.ndarray, synthetic: np.ndarray, columns: list[str],
     synth_means = queries.sums(synthetic) / synthetic.shape[0]
     real_paper, real_pairs = queries.split(real_means)
     synth_paper, synth_pairs = queries.split(synth_means)
-    protocol = {str(sigma): errs
-                for sigma, errs in errors_by_sigma(real_paper, synth_paper, PAPER_SIGMAS).items()}
+    protocol = {
+        str(sigma): errs
+        for sigma, errs in errors_by_sigma(real_paper, synth_paper, PAPER_SIGMAS).items()
+    }
     w1 = marginal_wasserstein(real_sample, synthetic)
     metrics: dict[str, Any] = {
-        "rows": {"real_sample": int(real_sample.shape[0]), "synthetic": int(synthetic.shape[0]),
-                 "synthetic_distinct": distinct_rows(synthetic)},
+        "rows": {
+            "real_sample": int(real_sample.shape[0]),
+            "synthetic": int(synthetic.shape[0]),
+            "synthetic_distinct": distinct_rows(synthetic),
+        },
         "paper_protocol": protocol,
-        "marginal_wasserstein1": {"mean": float(w1.mean()), "max": float(w1.max()),
-                                  "per_column": dict(zip(columns, w1.tolist()))},
+        "marginal_wasserstein1": {
+            "mean": float(w1.mean()),
+            "max": float(w1.max()),
+            "per_column": dict(zip(columns, w1.tolist(), strict=False)),
+        },
         "correlation_max_abs_diff": correlation_difference(real_sample, synthetic),
     }
     if queries.pairwise is not None:
-        metrics["pairwise_kernels"] = {"sigma": queries.pairwise.sigma,
-                                       **absolute_errors(real_pairs, synth_pairs)}
+        metrics["pairwise_kernels"] = {
+            "sigma": queries.pairwise.sigma,
+            **absolute_errors(real_pairs, synth_pairs),
+        }
     fit = None if summary is None else basis_residuals(summary, synthetic, real_sample)
     if fit is not None:
         metrics["basis_fit"] = fit
@@ -103,19 +120,23 @@ def evaluate(real_sample: np.ndarray, synthetic: np.ndarray, columns: list[str],
 
 
 def svm_metrics(real: np.ndarray, synthetic: np.ndarray, label: int, seed: int) -> dict[str, float]:
-    """AUC on real rows of an RBF SVM trained on the synthetic rows, beside one trained on real rows.
+    """AUC on real rows of an RBF SVM trained on the synthetic rows, beside one trained on real
+    rows.
 
     The real reference trains on a random half of the real rows and tests on the other half; the
     synthetic model is tested on that same half.
     """
     rng = np.random.default_rng(seed)
     order = rng.permutation(real.shape[0])
-    train, test = order[: len(order) // 2], order[len(order) // 2:]
+    train, test = order[: len(order) // 2], order[len(order) // 2 :]
     features = [i for i in range(real.shape[1]) if i != label]
     y_real = np.rint((real[:, label] + 1) / 2)  # scaled [-1, 1] back to {0, 1}
     y_synth = (synthetic[:, label] + 1) / 2
     return {
-        "auc_synthetic_trained": svm_auc(synthetic[:, features], y_synth, real[test][:, features], y_real[test], seed),
-        "auc_real_trained": svm_auc(real[train][:, features], y_real[train], real[test][:, features],
-                                    y_real[test], seed),
+        "auc_synthetic_trained": svm_auc(
+            synthetic[:, features], y_synth, real[test][:, features], y_real[test], seed
+        ),
+        "auc_real_trained": svm_auc(
+            real[train][:, features], y_real[train], real[test][:, features], y_real[test], seed
+        ),
     }

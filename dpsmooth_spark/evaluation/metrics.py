@@ -7,6 +7,7 @@ the real data: a report built from them is **not** differentially private.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.stats import wasserstein_distance
@@ -14,7 +15,9 @@ from scipy.stats import wasserstein_distance
 
 def marginal_wasserstein(real: np.ndarray, synthetic: np.ndarray) -> np.ndarray:
     """Wasserstein-1 distance between each column's real and synthetic marginals (scaled units)."""
-    return np.array([wasserstein_distance(real[:, i], synthetic[:, i]) for i in range(real.shape[1])])
+    return np.array(
+        [wasserstein_distance(real[:, i], synthetic[:, i]) for i in range(real.shape[1])]
+    )
 
 
 def correlation_matrix(x: np.ndarray) -> np.ndarray:
@@ -59,7 +62,9 @@ class PairwiseKernelQueries:
     sigma: float
 
     @classmethod
-    def draw(cls, d: int, count: int, rng: np.random.Generator, sigma: float = 0.3) -> PairwiseKernelQueries:
+    def draw(
+        cls, d: int, count: int, rng: np.random.Generator, sigma: float = 0.3
+    ) -> PairwiseKernelQueries:
         """``count`` random queries (needs d >= 2)."""
         if d < 2:
             raise ValueError("pairwise queries need at least two columns")
@@ -87,8 +92,9 @@ def absolute_errors(truth: np.ndarray, released: np.ndarray) -> dict[str, float]
     return {"worst_abs": float(err.max()), "mean_abs": float(err.mean())}
 
 
-def svm_auc(train_x: np.ndarray, train_y: np.ndarray, test_x: np.ndarray, test_y: np.ndarray,
-            seed: int = 0) -> float:
+def svm_auc(
+    train_x: np.ndarray, train_y: np.ndarray, test_x: np.ndarray, test_y: np.ndarray, seed: int = 0
+) -> float:
     """AUC on the test rows of an RBF SVM trained on the training rows (NaN if a class is missing).
 
     ``train_y`` is rounded to {0, 1} first (a synthetic label is a real number in [0, 1]).
@@ -103,7 +109,9 @@ def svm_auc(train_x: np.ndarray, train_y: np.ndarray, test_x: np.ndarray, test_y
     return float(roc_auc_score(test_y, model.decision_function(test_x)))
 
 
-def basis_residuals(summary: dict, synthetic: np.ndarray, real: np.ndarray | None = None) -> dict[str, float] | None:
+def basis_residuals(
+    summary: dict, synthetic: np.ndarray, real: np.ndarray | None = None
+) -> dict[str, float] | None:
     """How far the synthetic table's answers to the released functions (the basis of
     ``summary["multi_indices"]`` and the pairs on spread factors of ``summary["factor_pairs"]``)
     are from the released noisy ones (what the fit and the sampling could not fit), and, given the
@@ -112,16 +120,24 @@ def basis_residuals(summary: dict, synthetic: np.ndarray, real: np.ndarray | Non
     from dpsmooth_spark.core.basis import BasisSet
     from dpsmooth_spark.core.factors import FactorPairs
 
-    functions, noisy = [], []
+    functions: list[Any] = []
+    noisy: list[np.ndarray] = []
     indices = np.array(summary.get("multi_indices") or [], dtype=np.int64)
     if indices.size:
         functions.append(BasisSet(indices.shape[1], int(indices.max(initial=1)), indices))
         noisy.append(np.array(summary["noisy_means"], dtype=np.float64))
     if summary.get("factor_pairs"):
         pairs = summary["factor_pairs"]
-        functions.append(FactorPairs(np.array(pairs["coefficients"], dtype=np.float64),
-                                     np.array(pairs["pairs"], dtype=np.int64).reshape(-1, 2)))
-        noisy.append(np.array(pairs["noisy_sums"], dtype=np.float64) / max(float(summary["noisy_count"]), 1.0))
+        functions.append(
+            FactorPairs(
+                np.array(pairs["coefficients"], dtype=np.float64),
+                np.array(pairs["pairs"], dtype=np.int64).reshape(-1, 2),
+            )
+        )
+        noisy.append(
+            np.array(pairs["noisy_sums"], dtype=np.float64)
+            / max(float(summary["noisy_count"]), 1.0)
+        )
     noisy_answers = np.concatenate(noisy) if noisy else np.zeros(0)
     if noisy_answers.size == 0:
         return None
@@ -130,9 +146,11 @@ def basis_residuals(summary: dict, synthetic: np.ndarray, real: np.ndarray | Non
         return np.concatenate([f.evaluate(points).mean(axis=1) for f in functions])
 
     synth_answers = answers(synthetic)
-    out = {"functions": int(noisy_answers.size),
-           "fit_max_abs": float(np.abs(synth_answers - noisy_answers).max()),
-           "fit_mean_abs": float(np.abs(synth_answers - noisy_answers).mean())}
+    out = {
+        "functions": int(noisy_answers.size),
+        "fit_max_abs": float(np.abs(synth_answers - noisy_answers).max()),
+        "fit_mean_abs": float(np.abs(synth_answers - noisy_answers).mean()),
+    }
     if real is not None:
         real_answers = answers(real)
         out["noise_max_abs"] = float(np.abs(real_answers - noisy_answers).max())

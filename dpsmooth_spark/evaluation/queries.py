@@ -36,13 +36,17 @@ class GaussianMixtureQueries:
     weights: np.ndarray
 
     @classmethod
-    def draw(cls, d: int, count: int, rng: np.random.Generator, components: int = 10) -> GaussianMixtureQueries:
+    def draw(
+        cls, d: int, count: int, rng: np.random.Generator, components: int = 10
+    ) -> GaussianMixtureQueries:
         """``count`` queries with ``components`` kernels each, as in the paper (J = 10)."""
         centres = rng.uniform(-1.0, 1.0, size=(count, components, d))
         alphas = rng.uniform(0.0, 1.0, size=(count, components))
         return cls(centres, alphas / alphas.sum(axis=1, keepdims=True))
 
-    def answers(self, points: np.ndarray, sigmas: tuple[float, ...], chunk: int = 4096) -> np.ndarray:
+    def answers(
+        self, points: np.ndarray, sigmas: tuple[float, ...], chunk: int = 4096
+    ) -> np.ndarray:
         """Mean of every query over ``points`` (``(n, d)``, scaled): array ``(len(sigmas), N)``."""
         n_queries, j, d = self.centres.shape
         flat = self.centres.reshape(-1, d)
@@ -64,18 +68,29 @@ def answer_errors(truth: np.ndarray, released: np.ndarray) -> dict[str, np.ndarr
     relative error over the N queries."""
     abs_err = np.abs(np.asarray(truth) - np.asarray(released))
     rel_err = abs_err / np.maximum(truth, 1e-300)
-    return {"worst_abs": abs_err.max(axis=-1), "worst_rel": rel_err.max(axis=-1),
-            "mean_abs": abs_err.mean(axis=-1), "mean_rel": rel_err.mean(axis=-1)}
+    return {
+        "worst_abs": abs_err.max(axis=-1),
+        "worst_rel": rel_err.max(axis=-1),
+        "mean_abs": abs_err.mean(axis=-1),
+        "mean_rel": rel_err.mean(axis=-1),
+    }
 
 
-def errors_by_sigma(truth: np.ndarray, released: np.ndarray,
-                    sigmas: tuple[float, ...]) -> dict[float, dict[str, float]]:
+def errors_by_sigma(
+    truth: np.ndarray, released: np.ndarray, sigmas: tuple[float, ...]
+) -> dict[float, dict[str, float]]:
     """:func:`answer_errors` keyed by sigma."""
     errs = answer_errors(truth, released)
     return {sigma: {k: float(v[s]) for k, v in errs.items()} for s, sigma in enumerate(sigmas)}
 
 
-def query_errors(real: np.ndarray, synthetic: np.ndarray, queries: GaussianMixtureQueries,
-                 sigmas: tuple[float, ...] = PAPER_SIGMAS) -> dict[float, dict[str, float]]:
+def query_errors(
+    real: np.ndarray,
+    synthetic: np.ndarray,
+    queries: GaussianMixtureQueries,
+    sigmas: tuple[float, ...] = PAPER_SIGMAS,
+) -> dict[float, dict[str, float]]:
     """Worst-case and mean absolute and relative errors per sigma."""
-    return errors_by_sigma(queries.answers(real, sigmas), queries.answers(synthetic, sigmas), sigmas)
+    return errors_by_sigma(
+        queries.answers(real, sigmas), queries.answers(synthetic, sigmas), sigmas
+    )

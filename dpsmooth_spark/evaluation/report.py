@@ -43,7 +43,14 @@ def marginal_plot(real: np.ndarray, synthetic: np.ndarray, columns: list[str]) -
             ax.axis("off")
             continue
         ax.hist(real[:, i], bins=bins, density=True, alpha=0.5, label="real", color="tab:blue")
-        ax.hist(synthetic[:, i], bins=bins, density=True, alpha=0.5, label="synthetic", color="tab:orange")
+        ax.hist(
+            synthetic[:, i],
+            bins=bins,
+            density=True,
+            alpha=0.5,
+            label="synthetic",
+            color="tab:orange",
+        )
         ax.set_title(columns[i], fontsize=7)
         ax.tick_params(labelsize=6)
     axes[0, 0].legend(fontsize=6)
@@ -57,8 +64,12 @@ def correlation_plot(real: np.ndarray, synthetic: np.ndarray) -> str:
 
     fig, axes = plt.subplots(1, 3, figsize=(13, 4))
     real_corr, synth_corr = correlation_matrix(real), correlation_matrix(synthetic)
-    for ax, data, title in zip(axes, (real_corr, synth_corr, synth_corr - real_corr),
-                               ("real", "synthetic", "synthetic - real")):
+    for ax, data, title in zip(
+        axes,
+        (real_corr, synth_corr, synth_corr - real_corr),
+        ("real", "synthetic", "synthetic - real"),
+        strict=False,
+    ):
         im = ax.imshow(data, vmin=-1, vmax=1, cmap="RdBu_r")
         ax.set_title(f"correlations: {title}")
     fig.colorbar(im, ax=axes, shrink=0.8)
@@ -74,7 +85,12 @@ def error_plot(protocol: dict[str, dict[str, float]], reference: dict[str, float
     ax.plot(sigmas, [protocol[s]["worst_rel"] for s in protocol], "o-", label="worst-case relative")
     ax.plot(sigmas, [protocol[s]["mean_rel"] for s in protocol], "s-", label="mean relative")
     if reference:
-        ax.plot([float(s) for s in reference], list(reference.values()), "k--", label="paper, WDBC, worst")
+        ax.plot(
+            [float(s) for s in reference],
+            list(reference.values()),
+            "k--",
+            label="paper, WDBC, worst",
+        )
     ax.set_xlabel("sigma")
     ax.set_ylabel("error")
     ax.set_yscale("log")
@@ -82,8 +98,14 @@ def error_plot(protocol: dict[str, dict[str, float]], reference: dict[str, float
     return _png(fig)
 
 
-def write_report(out_dir: Path, metrics: dict[str, Any], real: np.ndarray, synthetic: np.ndarray,
-                 columns: list[str], reference: dict[str, float] | None = None) -> Path:
+def write_report(
+    out_dir: Path,
+    metrics: dict[str, Any],
+    real: np.ndarray,
+    synthetic: np.ndarray,
+    columns: list[str],
+    reference: dict[str, float] | None = None,
+) -> Path:
     """Write ``metrics.json`` and ``report.html`` into ``out_dir``; returns the HTML path."""
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=1))
@@ -92,13 +114,19 @@ def write_report(out_dir: Path, metrics: dict[str, Any], real: np.ndarray, synth
         "marginals": marginal_plot(real, synthetic, columns),
         "correlations": correlation_plot(real, synthetic),
     }
-    rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(_fmt(v))}</td></tr>"
-                   for k, v in _flatten(metrics).items())
+    rows = "".join(
+        f"<tr><td>{html.escape(k)}</td><td>{html.escape(_fmt(v))}</td></tr>"
+        for k, v in _flatten(metrics).items()
+    )
     verdict = _verdict_html(metrics.get("verdict"))
-    warnings = "".join(f'<p class="warn" id="privacy-warning"><b>Privacy warning:</b> {html.escape(w)}</p>'
-                       for w in metrics.get("release", {}).get("warnings", []))
-    body = f"""<!doctype html><html><head><meta charset="utf-8"><title>dpsmooth-spark evaluation</title>
-<style>body{{font-family:sans-serif;max-width:1100px;margin:auto}}td{{padding:2px 8px;font-size:13px}}
+    warnings = "".join(
+        f'<p class="warn" id="privacy-warning"><b>Privacy warning:</b> {html.escape(w)}</p>'
+        for w in metrics.get("release", {}).get("warnings", [])
+    )
+    body = f"""<!doctype html><html><head><meta charset="utf-8">
+<title>dpsmooth-spark evaluation</title>
+<style>body{{font-family:sans-serif;max-width:1100px;margin:auto}}td{{padding:2px
+8px;font-size:13px}}
 .warn{{background:#fee;padding:8px;border:1px solid #c66}}img{{max-width:100%}}
 .better{{background:#dfd}}.worse{{background:#fdd}}.between,.equal{{background:#ffd}}
 th{{text-align:left;font-size:13px;padding:2px 8px}}</style></head><body>
@@ -124,16 +152,23 @@ private. Keep it with the data owner; publish only the release itself.</p>
 def _verdict_html(table: dict[str, Any] | None) -> str:
     if not table:
         return "<p>No verdict (no baselines were computed).</p>"
-    head = ("<tr><th>metric</th><th>release</th><th>independent columns</th><th>uniform</th>"
-            "<th>verdict</th></tr>")
+    head = (
+        "<tr><th>metric</th><th>release</th><th>independent columns</th><th>uniform</th>"
+        "<th>verdict</th></tr>"
+    )
     body = "".join(
-        f"<tr class=\"{row['verdict']}\"><td>{html.escape(row['description'])}</td>"
+        f'<tr class="{row["verdict"]}"><td>{html.escape(row["description"])}</td>'
         f"<td>{_fmt(row['release'])}</td><td>{_fmt(row['independent'])}</td>"
         f"<td>{_fmt(row['uniform'])}</td><td><b>{html.escape(row['verdict'])}</b></td></tr>"
-        for row in table["rows"])
-    notes = "".join(f"<li>{html.escape(k)}: {html.escape(v)}</li>" for k, v in table["baselines"].items())
-    return (f"<p><b>{html.escape(table['headline'])}.</b></p><table>{head}{body}</table>"
-            f"<p>Baselines:</p><ul>{notes}</ul>")
+        for row in table["rows"]
+    )
+    notes = "".join(
+        f"<li>{html.escape(k)}: {html.escape(v)}</li>" for k, v in table["baselines"].items()
+    )
+    return (
+        f"<p><b>{html.escape(table['headline'])}.</b></p><table>{head}{body}</table>"
+        f"<p>Baselines:</p><ul>{notes}</ul>"
+    )
 
 
 def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:

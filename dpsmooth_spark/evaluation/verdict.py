@@ -4,7 +4,8 @@ The baselines are tables any release should beat: ``independent`` (each column's
 a DP histogram at the release's epsilon, columns drawn independently; without an epsilon, the
 real marginals shuffled column by column) and ``uniform`` (uniform rows in the bounds). A metric
 is marked ``better`` when the release beats both, ``worse`` when it loses to both, ``equal``
-when all three tie (no value on a bound, say), ``between`` otherwise. The definitions follow ``shared/tools/fidelity.py`` where they overlap, and SDMetrics'
+when all three tie (no value on a bound, say), ``between`` otherwise. The definitions follow
+``shared/tools/fidelity.py`` where they overlap, and SDMetrics'
 quality report gives the column-shape and column-pair-trend scores.
 """
 
@@ -32,7 +33,9 @@ LABELS = {
 }
 
 
-def baselines(real: np.ndarray, epsilon: float | None, rows: int, seed: int) -> dict[str, np.ndarray]:
+def baselines(
+    real: np.ndarray, epsilon: float | None, rows: int, seed: int
+) -> dict[str, np.ndarray]:
     """The two baseline tables (scaled units)."""
     rng = np.random.default_rng(seed)
     if epsilon:
@@ -43,16 +46,28 @@ def baselines(real: np.ndarray, epsilon: float | None, rows: int, seed: int) -> 
     return {"independent": independent, "uniform": uniform_rows(real.shape[1], rows, rng)}
 
 
-def table_metrics(real: np.ndarray, table: np.ndarray, columns: list[str],
-                  queries: GaussianMixtureQueries, truth: np.ndarray, features: np.ndarray,
-                  label: int | None, seed: int) -> dict[str, float]:
+def table_metrics(
+    real: np.ndarray,
+    table: np.ndarray,
+    columns: list[str],
+    queries: GaussianMixtureQueries,
+    truth: np.ndarray,
+    features: np.ndarray,
+    label: int | None,
+    seed: int,
+) -> dict[str, float]:
     """The headline metrics of one table against the real rows (scaled units)."""
     iu = np.triu_indices(real.shape[1], 1)
-    on_bound = float(np.mean(np.abs(table) >= 1.0 - 1e-9)) - float(np.mean(np.abs(real) >= 1.0 - 1e-9))
+    on_bound = float(np.mean(np.abs(table) >= 1.0 - 1e-9)) - float(
+        np.mean(np.abs(real) >= 1.0 - 1e-9)
+    )
     errors = answer_errors(truth, queries.answers(table[:, features], PAPER_SIGMAS))
     out = {
-        "correlation_error": float(np.mean(np.abs(correlation_matrix(table)[iu]
-                                                  - correlation_matrix(real)[iu]))) if iu[0].size else 0.0,
+        "correlation_error": float(
+            np.mean(np.abs(correlation_matrix(table)[iu] - correlation_matrix(real)[iu]))
+        )
+        if iu[0].size
+        else 0.0,
         "bound_excess_pp": 100.0 * on_bound,
         "marginal_w1": float(marginal_wasserstein(real, table).mean()),
         "smooth_query_error": float(np.mean(errors["worst_rel"])),
@@ -76,34 +91,59 @@ def sdmetrics_scores(real: np.ndarray, table: np.ndarray, columns: list[str]) ->
     report = QualityReport()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        report.generate({"t": pd.DataFrame(real, columns=columns)},
-                        {"t": pd.DataFrame(table, columns=columns)}, metadata, verbose=False)
-    scores = dict(zip(report.get_properties()["Property"], report.get_properties()["Score"]))
-    return {"sdmetrics_column_shapes": float(scores["Column Shapes"]),
-            "sdmetrics_column_pair_trends": float(scores["Column Pair Trends"])}
+        report.generate(
+            {"t": pd.DataFrame(real, columns=columns)},
+            {"t": pd.DataFrame(table, columns=columns)},
+            metadata,
+            verbose=False,
+        )
+    scores = dict(
+        zip(report.get_properties()["Property"], report.get_properties()["Score"], strict=False)
+    )
+    return {
+        "sdmetrics_column_shapes": float(scores["Column Shapes"]),
+        "sdmetrics_column_pair_trends": float(scores["Column Pair Trends"]),
+    }
 
 
-def verdict(real: np.ndarray, synthetic: np.ndarray, columns: list[str], epsilon: float | None,
-            label: int | None = None, queries: int = 2000, seed: int = 0) -> dict[str, Any]:
-    """The verdict table: per metric the release, the baselines and ``better``/``between``/``worse``."""
+def verdict(
+    real: np.ndarray,
+    synthetic: np.ndarray,
+    columns: list[str],
+    epsilon: float | None,
+    label: int | None = None,
+    queries: int = 2000,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """The verdict table: per metric the release, the baselines and
+    ``better``/``between``/``worse``."""
     features = np.array([i for i in range(real.shape[1]) if i != label])
     query_set = GaussianMixtureQueries.draw(len(features), queries, np.random.default_rng(seed))
     truth = query_set.answers(real[:, features], PAPER_SIGMAS)
     tables = {"release": synthetic, **baselines(real, epsilon, synthetic.shape[0], seed)}
-    found = {name: table_metrics(real, t, columns, query_set, truth, features, label, seed)
-             for name, t in tables.items()}
+    found = {
+        name: table_metrics(real, t, columns, query_set, truth, features, label, seed)
+        for name, t in tables.items()
+    }
     rows = []
     for metric, text in LABELS.items():
         if metric not in found["release"]:
             continue
         values = {name: found[name][metric] for name in tables}
-        rows.append({"metric": metric, "description": text, **values,
-                     "verdict": _mark(metric, values)})
+        rows.append(
+            {"metric": metric, "description": text, **values, "verdict": _mark(metric, values)}
+        )
     better = sum(r["verdict"] == "better" for r in rows)
-    return {"baselines": {"independent": "DP one-way histograms at the release's epsilon, columns "
-                          "independent" if epsilon else "real marginals, columns independent",
-                          "uniform": "uniform rows within the bounds"},
-            "rows": rows, "headline": f"better than both baselines on {better} of {len(rows)} metrics"}
+    return {
+        "baselines": {
+            "independent": "DP one-way histograms at the release's epsilon, columns independent"
+            if epsilon
+            else "real marginals, columns independent",
+            "uniform": "uniform rows within the bounds",
+        },
+        "rows": rows,
+        "headline": f"better than both baselines on {better} of {len(rows)} metrics",
+    }
 
 
 def _mark(metric: str, values: dict[str, float]) -> str:
@@ -125,7 +165,9 @@ def verdict_text(table: dict[str, Any]) -> str:
     """The verdict as a plain-text table (for the terminal and the README)."""
     lines = [f"{'metric':<30}{'release':>10}{'independent':>13}{'uniform':>10}  verdict"]
     for row in table["rows"]:
-        lines.append(f"{row['metric']:<30}{row['release']:>10.4g}{row['independent']:>13.4g}"
-                     f"{row['uniform']:>10.4g}  {row['verdict']}")
+        lines.append(
+            f"{row['metric']:<30}{row['release']:>10.4g}{row['independent']:>13.4g}"
+            f"{row['uniform']:>10.4g}  {row['verdict']}"
+        )
     lines.append(table["headline"])
     return "\n".join(lines)

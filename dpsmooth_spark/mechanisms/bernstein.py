@@ -46,37 +46,58 @@ MAX_LATTICE = 250_000
 
 
 class BernsteinParams(BaseModel):
-    """Parameters of the Bernstein release.
-
-    Attributes:
-        function: ``kde``, ``svm`` or ``logistic``.
-        columns: the function's input axes (default: every configured column except ``label``).
-        label: ``svm``/``logistic``: the label column; values at or above the middle of its
-            bounds are the positive class.
-        k: lattice size per axis (``(k + 1)^l`` noisy values).
-        h: default Bernstein order for evaluation (any order can be used later).
-        bandwidth: ``kde``: Gaussian bandwidth per axis, as a fraction of the column's range.
-        regularization_c: ``svm``/``logistic``: ``C`` of the ERM objective.
-        kernel_width: ``svm``/``logistic``: RBF width on the unit-scaled axes.
-        oracle_max_rows: ``svm``/``logistic``: the driver trains on a Bernoulli sample of about
-            this many rows (each row kept independently with rate ``max_rows / n~``).
-        count_fraction: budget share of the noisy count.
-        scale: (epsilon, delta) mode only: ``zcdp`` or ``theorem7`` (see module docstring).
-    """
+    """Parameters of the Bernstein release."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    function: Literal["kde", "svm", "logistic"] = "kde"
-    columns: tuple[str, ...] = ()
-    label: str | None = None
-    k: int = Field(default=20, ge=1, le=10_000)
-    h: int = Field(default=3, ge=1, le=20)
-    bandwidth: float = Field(default=0.1, gt=0, le=10)
-    regularization_c: float = Field(default=1.0, gt=0)
-    kernel_width: float = Field(default=1.0, gt=0)
-    oracle_max_rows: int = Field(default=3000, ge=10, le=20_000)
-    count_fraction: float = Field(default=0.05, gt=0, lt=0.5)
-    scale: Literal["zcdp", "theorem7"] = "zcdp"
+    function: Literal["kde", "svm", "logistic"] = Field(
+        default="kde", description="The released function: kde, svm or logistic."
+    )
+    columns: tuple[str, ...] = Field(
+        default=(), description="The function's input axes; null: every column except label."
+    )
+    label: str | None = Field(
+        default=None,
+        description=(
+            "svm / logistic: the label column (values at or above the middle of its bounds are "
+            "positive)."
+        ),
+    )
+    k: int = Field(
+        default=20, ge=1, le=10_000, description="Lattice size per axis ((k + 1)^l noisy values)."
+    )
+    h: int = Field(
+        default=3,
+        ge=1,
+        le=20,
+        description="Default Bernstein order for evaluation (any order can be used later).",
+    )
+    bandwidth: float = Field(
+        default=0.1,
+        gt=0,
+        le=10,
+        description="kde: Gaussian bandwidth per axis, as a fraction of the column's range.",
+    )
+    regularization_c: float = Field(
+        default=1.0, gt=0, description="svm / logistic: C of the ERM objective."
+    )
+    kernel_width: float = Field(
+        default=1.0, gt=0, description="svm / logistic: RBF width on the unit-scaled axes."
+    )
+    oracle_max_rows: int = Field(
+        default=3000,
+        ge=10,
+        le=20_000,
+        description=(
+            "svm / logistic: the driver trains on a Bernoulli sample of about this many rows."
+        ),
+    )
+    count_fraction: float = Field(
+        default=0.05, gt=0, lt=0.5, description="Share of the budget for the noisy count."
+    )
+    scale: Literal["zcdp", "theorem7"] = Field(
+        default="zcdp", description="(epsilon, delta) mode only: zcdp or theorem7 calibration."
+    )
 
 
 def to_unit(x: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
@@ -88,8 +109,10 @@ def lattice_points(k: int, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
     """The lattice cover in original units, ``((k + 1)^l, l)``."""
     size = (k + 1) ** lower.size
     if size > MAX_LATTICE:
-        raise ValueError(f"the lattice has (k + 1)^l = {size:,} points (more than {MAX_LATTICE:,}); "
-                         "use a smaller bernstein.k or fewer columns")
+        raise ValueError(
+            f"the lattice has (k + 1)^l = {size:,} points (more than {MAX_LATTICE:,}); "
+            "use a smaller bernstein.k or fewer columns"
+        )
     return lower + bernstein.lattice(k, lower.size) * (upper - lower)
 
 
@@ -103,12 +126,14 @@ def kde_sup(bandwidths: np.ndarray) -> float:
     return 1.0 / ((2.0 * math.pi) ** (bandwidths.size / 2.0) * float(np.prod(bandwidths)))
 
 
-def kde_sums(x: np.ndarray, points: np.ndarray, bandwidths: np.ndarray, chunk: int = 4096) -> np.ndarray:
+def kde_sums(
+    x: np.ndarray, points: np.ndarray, bandwidths: np.ndarray, chunk: int = 4096
+) -> np.ndarray:
     """``sum_x K_H(p - x)`` at every point ``p`` (original units), for one batch of records."""
     norm = kde_sup(bandwidths)
     out = np.zeros(points.shape[0])
     for start in range(0, x.shape[0], chunk):
-        diff = (points[None, :, :] - x[start:start + chunk, None, :]) / bandwidths
+        diff = (points[None, :, :] - x[start : start + chunk, None, :]) / bandwidths
         out += np.exp(-0.5 * (diff**2).sum(axis=2)).sum(axis=0) * norm
     return out
 
@@ -129,7 +154,9 @@ def erm_sensitivity(c: float, normalizer: float) -> float:
     return c * ERM_KERNEL_SUP / normalizer
 
 
-def train_erm(x: np.ndarray, labels: np.ndarray, loss: str, c_over_n: float, width: float) -> np.ndarray:
+def train_erm(
+    x: np.ndarray, labels: np.ndarray, loss: str, c_over_n: float, width: float
+) -> np.ndarray:
     """Coefficients ``beta`` of ``f(y) = sum_i beta_i K(y, x_i)`` minimising
     ``c_over_n sum_i L(l_i f(x_i)) + ||f||^2 / 2`` (unit-scaled ``x``, labels +-1).
 
@@ -145,8 +172,14 @@ def train_erm(x: np.ndarray, labels: np.ndarray, loss: str, c_over_n: float, wid
             qa = q @ a
             return 0.5 * a @ qa - a.sum(), qa - 1.0
 
-        res = minimize(dual, np.zeros(x.shape[0]), jac=True, method="L-BFGS-B",
-                       bounds=[(0.0, c_over_n)] * x.shape[0], options={"maxiter": 5000})
+        res = minimize(
+            dual,
+            np.zeros(x.shape[0]),
+            jac=True,
+            method="L-BFGS-B",
+            bounds=[(0.0, c_over_n)] * x.shape[0],
+            options={"maxiter": 5000},
+        )
         return res.x * labels
 
     def primal(beta: np.ndarray) -> tuple[float, np.ndarray]:
@@ -156,7 +189,9 @@ def train_erm(x: np.ndarray, labels: np.ndarray, loss: str, c_over_n: float, wid
         grad_f = -c_over_n * labels * np.exp(-np.logaddexp(0.0, margin))
         return value, kern @ grad_f + f
 
-    res = minimize(primal, np.zeros(x.shape[0]), jac=True, method="L-BFGS-B", options={"maxiter": 5000})
+    res = minimize(
+        primal, np.zeros(x.shape[0]), jac=True, method="L-BFGS-B", options={"maxiter": 5000}
+    )
     return res.x
 
 
@@ -194,27 +229,49 @@ class BernsteinRelease:
 
     def nearest(self, points: np.ndarray) -> np.ndarray:
         """The baseline of Section 4.2: the noisy value at the nearest lattice point."""
-        return self._range(bernstein.nearest_lattice(self.values, self.k,
-                                                     to_unit(np.atleast_2d(points), self.lower, self.upper)))
+        return self._range(
+            bernstein.nearest_lattice(
+                self.values, self.k, to_unit(np.atleast_2d(points), self.lower, self.upper)
+            )
+        )
 
     def _range(self, values: np.ndarray) -> np.ndarray:
         if self.function != "kde":
             return values
-        return np.clip(values, 0.0, kde_sup(np.asarray(self.details["bandwidths"], dtype=np.float64)))
+        return np.clip(
+            values, 0.0, kde_sup(np.asarray(self.details["bandwidths"], dtype=np.float64))
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form, written as ``bernstein.json``."""
-        return {"function": self.function, "columns": self.columns, "lower": self.lower.tolist(),
-                "upper": self.upper.tolist(), "k": self.k, "h": self.h, "values": self.values.tolist(),
-                "noise_scale": self.noise_scale, "sensitivity": self.sensitivity, "details": self.details}
+        return {
+            "function": self.function,
+            "columns": self.columns,
+            "lower": self.lower.tolist(),
+            "upper": self.upper.tolist(),
+            "k": self.k,
+            "h": self.h,
+            "values": self.values.tolist(),
+            "noise_scale": self.noise_scale,
+            "sensitivity": self.sensitivity,
+            "details": self.details,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BernsteinRelease:
         """Inverse of :meth:`to_dict`."""
-        return cls(data["function"], list(data["columns"]), np.asarray(data["lower"], dtype=np.float64),
-                   np.asarray(data["upper"], dtype=np.float64), int(data["k"]), int(data["h"]),
-                   np.asarray(data["values"], dtype=np.float64), float(data["noise_scale"]),
-                   float(data["sensitivity"]), dict(data["details"]))
+        return cls(
+            data["function"],
+            list(data["columns"]),
+            np.asarray(data["lower"], dtype=np.float64),
+            np.asarray(data["upper"], dtype=np.float64),
+            int(data["k"]),
+            int(data["h"]),
+            np.asarray(data["values"], dtype=np.float64),
+            float(data["noise_scale"]),
+            float(data["sensitivity"]),
+            dict(data["details"]),
+        )
 
     @classmethod
     def load(cls, path: str | Path) -> BernsteinRelease:
@@ -225,9 +282,15 @@ class BernsteinRelease:
         return cls.from_dict(json.loads(path.read_text()))
 
 
-def lattice_noise_scale(sensitivity: float, points: int, budget: float, params: BernsteinParams,
-                        accountant: PrivacyAccountant) -> float:
-    """Laplace scale per lattice value for ``budget`` (epsilon, or rho in the (epsilon, delta) mode)."""
+def lattice_noise_scale(
+    sensitivity: float,
+    points: int,
+    budget: float,
+    params: BernsteinParams,
+    accountant: PrivacyAccountant,
+) -> float:
+    """Laplace scale per lattice value for ``budget`` (epsilon, or rho in the (epsilon, delta)
+    mode)."""
     if accountant.pure or params.scale == "zcdp":
         return accountant.noise_scale(sensitivity, budget, invocations=points)
     # Theorem 7 at the (epsilon, delta) this stage's rho converts to
@@ -235,27 +298,54 @@ def lattice_noise_scale(sensitivity: float, points: int, budget: float, params: 
     return 2.0 * sensitivity * math.sqrt(2.0 * points * math.log(1.0 / accountant.delta)) / eps
 
 
-def release_lattice(values: np.ndarray, sensitivity: float, params: BernsteinParams,
-                    accountant: PrivacyAccountant, noise: NoiseSource) -> tuple[np.ndarray, float]:
+def release_lattice(
+    values: np.ndarray,
+    sensitivity: float,
+    params: BernsteinParams,
+    accountant: PrivacyAccountant,
+    noise: NoiseSource,
+) -> tuple[np.ndarray, float]:
     """Algorithm 1, lines 1-5: Laplace noise on every lattice value (the rest of the budget)."""
     budget = accountant.share(1.0 - params.count_fraction)
     scale = lattice_noise_scale(sensitivity, values.size, budget, params, accountant)
     noisy = noise.laplace(values, scale)
-    accountant.charge("lattice", sensitivity, scale, invocations=values.size,
-                      mechanism="laplace" if accountant.pure else "laplace_zcdp")
+    accountant.charge(
+        "lattice",
+        sensitivity,
+        scale,
+        invocations=values.size,
+        mechanism="laplace" if accountant.pure else "laplace_zcdp",
+    )
     return noisy, scale
 
 
-def release_kde(sums: np.ndarray, count: int, params: BernsteinParams, columns: list[str],
-                lower: np.ndarray, upper: np.ndarray, accountant: PrivacyAccountant,
-                noise: NoiseSource) -> BernsteinRelease:
+def release_kde(
+    sums: np.ndarray,
+    count: int,
+    params: BernsteinParams,
+    columns: list[str],
+    lower: np.ndarray,
+    upper: np.ndarray,
+    accountant: PrivacyAccountant,
+    noise: NoiseSource,
+) -> BernsteinRelease:
     """KDE release from the exact lattice sums (:func:`kde_sums` over all records)."""
     widths = kde_bandwidths(params, lower, upper)
     noisy_count = release_count(count, params.count_fraction, accountant, noise)
     n = max(noisy_count, 1.0)
     noisy, scale = release_lattice(sums, kde_sup(widths), params, accountant, noise)
-    return BernsteinRelease("kde", columns, lower, upper, params.k, params.h, noisy / n, scale / n,
-                            kde_sup(widths) / n, {"bandwidths": widths.tolist(), "noisy_count": noisy_count})
+    return BernsteinRelease(
+        "kde",
+        columns,
+        lower,
+        upper,
+        params.k,
+        params.h,
+        noisy / n,
+        scale / n,
+        kde_sup(widths) / n,
+        {"bandwidths": widths.tolist(), "noisy_count": noisy_count},
+    )
 
 
 def sample_rate(params: BernsteinParams, noisy_count: float) -> float:
@@ -263,9 +353,18 @@ def sample_rate(params: BernsteinParams, noisy_count: float) -> float:
     return min(1.0, params.oracle_max_rows / max(noisy_count, 1.0))
 
 
-def release_erm(x: np.ndarray, labels: np.ndarray, noisy_count: float, rate: float,
-                params: BernsteinParams, columns: list[str], lower: np.ndarray, upper: np.ndarray,
-                accountant: PrivacyAccountant, noise: NoiseSource) -> BernsteinRelease:
+def release_erm(
+    x: np.ndarray,
+    labels: np.ndarray,
+    noisy_count: float,
+    rate: float,
+    params: BernsteinParams,
+    columns: list[str],
+    lower: np.ndarray,
+    upper: np.ndarray,
+    accountant: PrivacyAccountant,
+    noise: NoiseSource,
+) -> BernsteinRelease:
     """SVM / logistic release: train on the (sampled) rows, evaluate on the lattice, add noise.
 
     Args:
@@ -274,12 +373,40 @@ def release_erm(x: np.ndarray, labels: np.ndarray, noisy_count: float, rate: flo
     """
     normalizer = max(noisy_count * rate, 1.0)
     unit_x = to_unit(x, lower, upper)
-    beta = (train_erm(unit_x, labels, params.function, params.regularization_c / normalizer,
-                      params.kernel_width) if x.shape[0] else np.zeros(0))
+    beta = (
+        train_erm(
+            unit_x,
+            labels,
+            params.function,
+            params.regularization_c / normalizer,
+            params.kernel_width,
+        )
+        if x.shape[0]
+        else np.zeros(0)
+    )
     grid = bernstein.lattice(params.k, len(columns))
-    values = rbf_kernel(grid, unit_x, params.kernel_width) @ beta if x.shape[0] else np.zeros(grid.shape[0])
+    values = (
+        rbf_kernel(grid, unit_x, params.kernel_width) @ beta
+        if x.shape[0]
+        else np.zeros(grid.shape[0])
+    )
     sens = erm_sensitivity(params.regularization_c, normalizer)
     noisy, scale = release_lattice(values, sens, params, accountant, noise)
-    return BernsteinRelease(params.function, columns, lower, upper, params.k, params.h, noisy, scale, sens,
-                            {"C": params.regularization_c, "N": normalizer, "kernel_width": params.kernel_width,
-                             "noisy_count": noisy_count, "sample_rate": rate})
+    return BernsteinRelease(
+        params.function,
+        columns,
+        lower,
+        upper,
+        params.k,
+        params.h,
+        noisy,
+        scale,
+        sens,
+        {
+            "C": params.regularization_c,
+            "N": normalizer,
+            "kernel_width": params.kernel_width,
+            "noisy_count": noisy_count,
+            "sample_rate": rate,
+        },
+    )

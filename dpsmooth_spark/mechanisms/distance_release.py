@@ -48,44 +48,64 @@ ALPHA_CHOICES = tuple(float(a) for a in np.geomspace(1e-4, 0.5, 40))
 
 
 class DistanceParams(BaseModel):
-    """Parameters of the distance-query release.
-
-    Attributes:
-        metric: ``l1`` (mean l1 distance in original units), ``l2`` (mean Euclidean distance in
-            original units, through random projections) or ``bourgain`` (any of ``base_metric``
-            on the unit-scaled cube, through the 1-sensitive Bourgain embedding of ``queries``).
-        alpha: per-coordinate target error of the learned functions (normalised axis, range
-            [0, 1]); ``None`` picks the smallest target the budget supports (:func:`plan`).
-        grid: query-grid points per coordinate, used whole; ``None``: the data pass evaluates a
-            fine grid (:data:`FINE_GRID_POINTS`) and the plan uses every point about ``alpha``
-            apart (Theorem 3.2's grid).
-        max_updates: tangent updates the sparse vector pays for, over all coordinates; ``None`` =
-            coordinates x Lemma 3.2's mistake bound at ``alpha / 2``.
-        passes: sweeps over the grid (later sweeps catch errors that earlier tangents left).
-        count_fraction: budget share of the noisy count.
-        svt_fraction: share of the remaining budget for the sparse vector.
-        projection_dim: target dimension of the l2 random projection.
-        base_metric: metric for ``bourgain`` (``l1``, ``l2``, ``linf``, diameter 1 on the cube).
-        bourgain_repeats: ``K`` of Figure 3 (the theorem's ``512 (log k + log n)`` is far larger).
-        queries: ``bourgain`` only: Parquet/CSV file of query points (the config's columns).
-        embedding_seed: seed of the public randomness of the embedding (none: fresh); the
-            drawn embedding is part of the release.
-    """
+    """Parameters of the distance-query release."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    metric: Literal["l1", "l2", "bourgain"] = "l1"
-    alpha: float | None = Field(default=None, gt=0, le=1)
-    grid: int | None = Field(default=None, ge=2, le=100_000)
-    max_updates: int | None = Field(default=None, ge=1, le=1_000_000)
-    passes: int = Field(default=3, ge=1, le=50)
-    count_fraction: float = Field(default=0.05, gt=0, lt=0.5)
-    svt_fraction: float = Field(default=0.5, gt=0, lt=1)
-    projection_dim: int = Field(default=32, ge=1, le=4096)
-    base_metric: Literal["l1", "l2", "linf"] = "l2"
-    bourgain_repeats: int = Field(default=4, ge=1, le=10_000)
-    queries: str | None = None
-    embedding_seed: int | None = None
+    metric: Literal["l1", "l2", "bourgain"] = Field(
+        default="l1",
+        description=(
+            "l1, l2 (through random projections) or bourgain (any base_metric, through the "
+            "Bourgain embedding)."
+        ),
+    )
+    alpha: float | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        description=(
+            "Per-coordinate target error on the unit axis; null: the smallest the budget supports."
+        ),
+    )
+    grid: int | None = Field(
+        default=None,
+        ge=2,
+        le=100_000,
+        description=(
+            "Query-grid points per coordinate; null: a fine grid thinned to about alpha apart."
+        ),
+    )
+    max_updates: int | None = Field(
+        default=None,
+        ge=1,
+        le=1_000_000,
+        description="Tangent updates the sparse vector pays for; null: Lemma 3.2's mistake bound.",
+    )
+    passes: int = Field(default=3, ge=1, le=50, description="Sweeps over the grid.")
+    count_fraction: float = Field(
+        default=0.05, gt=0, lt=0.5, description="Share of the budget for the noisy count."
+    )
+    svt_fraction: float = Field(
+        default=0.5, gt=0, lt=1, description="Share of the rest for the sparse vector."
+    )
+    projection_dim: int = Field(
+        default=32, ge=1, le=4096, description="Target dimension of the l2 random projection."
+    )
+    base_metric: Literal["l1", "l2", "linf"] = Field(
+        default="l2", description="Metric for bourgain: l1, l2 or linf (diameter 1 on the cube)."
+    )
+    bourgain_repeats: int = Field(default=4, ge=1, le=10_000, description="K of Figure 3.")
+    queries: str | None = Field(
+        default=None,
+        description="bourgain only: Parquet / CSV file of query points (the config's columns).",
+    )
+    embedding_seed: int | None = Field(
+        default=None,
+        description=(
+            "Seed of the embedding's public randomness; null: fresh (the embedding is part of the "
+            "release)."
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -113,8 +133,13 @@ class Embedding:
     base_metric: str = "l2"
 
     @classmethod
-    def build(cls, params: DistanceParams, bounds: PublicBounds, queries: np.ndarray | None,
-              rng: np.random.Generator) -> Embedding:
+    def build(
+        cls,
+        params: DistanceParams,
+        bounds: PublicBounds,
+        queries: np.ndarray | None,
+        rng: np.random.Generator,
+    ) -> Embedding:
         """Draw the embedding for ``params`` (public randomness only)."""
         if params.metric == "l1":
             return cls("l1", bounds, bounds.lower.copy(), bounds.upper - bounds.lower)
@@ -124,10 +149,20 @@ class Embedding:
             return cls("l2", bounds, lo, np.maximum(hi - lo, 1e-300), projection=p)
         if queries is None or len(queries) == 0:
             raise ValueError("metric bourgain needs distance.queries (a file of query points)")
-        unit = np.clip((np.asarray(queries, dtype=np.float64) - bounds.lower) / (bounds.upper - bounds.lower), 0, 1)
+        unit = np.clip(
+            (np.asarray(queries, dtype=np.float64) - bounds.lower) / (bounds.upper - bounds.lower),
+            0,
+            1,
+        )
         emb = BourgainEmbedding.draw(unit, params.bourgain_repeats, rng)
-        return cls("bourgain", bounds, np.zeros(emb.dim), np.full(emb.dim, 1.0 / emb.dim),
-                   bourgain=emb, base_metric=params.base_metric)
+        return cls(
+            "bourgain",
+            bounds,
+            np.zeros(emb.dim),
+            np.full(emb.dim, 1.0 / emb.dim),
+            bourgain=emb,
+            base_metric=params.base_metric,
+        )
 
     @property
     def dim(self) -> int:
@@ -150,13 +185,20 @@ class Embedding:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (the embedding is part of the release)."""
-        out: dict[str, Any] = {"kind": self.kind, "offset": self.offset.tolist(), "widths": self.widths.tolist()}
+        out: dict[str, Any] = {
+            "kind": self.kind,
+            "offset": self.offset.tolist(),
+            "widths": self.widths.tolist(),
+        }
         if self.projection is not None:
             out["projection"] = self.projection.tolist()
         if self.bourgain is not None:
-            out["bourgain"] = {"queries_unit": self.bourgain.queries.tolist(),
-                               "subsets": self.bourgain.subsets.astype(int).tolist(),
-                               "repeats": self.bourgain.repeats, "base_metric": self.base_metric}
+            out["bourgain"] = {
+                "queries_unit": self.bourgain.queries.tolist(),
+                "subsets": self.bourgain.subsets.astype(int).tolist(),
+                "repeats": self.bourgain.repeats,
+                "base_metric": self.base_metric,
+            }
         return out
 
     @classmethod
@@ -166,11 +208,21 @@ class Embedding:
         bourgain, base = None, "l2"
         if "bourgain" in data:
             b = data["bourgain"]
-            bourgain = BourgainEmbedding(np.asarray(b["queries_unit"], dtype=np.float64),
-                                         np.asarray(b["subsets"], dtype=bool), int(b["repeats"]))
+            bourgain = BourgainEmbedding(
+                np.asarray(b["queries_unit"], dtype=np.float64),
+                np.asarray(b["subsets"], dtype=bool),
+                int(b["repeats"]),
+            )
             base = b["base_metric"]
-        return cls(data["kind"], bounds, np.asarray(data["offset"]), np.asarray(data["widths"]),
-                   projection, bourgain, base)
+        return cls(
+            data["kind"],
+            bounds,
+            np.asarray(data["offset"]),
+            np.asarray(data["widths"]),
+            projection,
+            bourgain,
+            base,
+        )
 
 
 FINE_GRID_POINTS = 2049
@@ -204,7 +256,9 @@ class Plan:
     tangent_budget: float
 
 
-def plan(params: DistanceParams, axes: int, noisy_count: float, accountant: PrivacyAccountant) -> Plan:
+def plan(
+    params: DistanceParams, axes: int, noisy_count: float, accountant: PrivacyAccountant
+) -> Plan:
     """Pick ``alpha`` (unless fixed): the smallest target at which the sparse vector's query-noise
     scale stays under ``alpha n~ / 2`` and the tangents' noise scale under ``alpha n~ / 4`` (the
     conditions of Lemmas 3.1 and 3.3 on typical rather than worst-case noise), with
@@ -221,7 +275,9 @@ def plan(params: DistanceParams, axes: int, noisy_count: float, accountant: Priv
     def feasible(alpha: float) -> bool:
         c = updates(alpha)
         query_noise = 2.0 * accountant.noise_scale(2.0, svt_budget, invocations=c)
-        tangent_noise = accountant.noise_scale(_tangent_sensitivity(accountant), tangent_budget, invocations=c)
+        tangent_noise = accountant.noise_scale(
+            _tangent_sensitivity(accountant), tangent_budget, invocations=c
+        )
         return query_noise <= alpha * n / 2.0 and tangent_noise <= alpha * n / 4.0
 
     if params.alpha is not None:
@@ -262,7 +318,7 @@ class DistanceRelease:
         """
         z = self.embedding(points)
         total = np.zeros(z.shape[0])
-        for j, (w, learner) in enumerate(zip(self.embedding.widths, self.learners)):
+        for j, (w, learner) in enumerate(zip(self.embedding.widths, self.learners, strict=False)):
             y = z[:, j]
             total += w * np.clip(learner(y), 0.0, np.maximum(y, 1.0 - y))
         return total
@@ -270,23 +326,41 @@ class DistanceRelease:
     def to_dict(self) -> dict[str, Any]:
         """JSON form, written as ``distances.json``."""
         return {
-            "columns": list(self.bounds.columns), "lower": self.bounds.lower.tolist(),
-            "upper": self.bounds.upper.tolist(), "embedding": self.embedding.to_dict(),
+            "columns": list(self.bounds.columns),
+            "lower": self.bounds.lower.tolist(),
+            "upper": self.bounds.upper.tolist(),
+            "embedding": self.embedding.to_dict(),
             "tangents": [{"slopes": g.slopes, "intercepts": g.intercepts} for g in self.learners],
-            "noisy_count": self.noisy_count, "alpha": self.alpha, "grid_points": self.grid_points,
-            "max_updates": self.max_updates, "updates_used": self.updates_used,
+            "noisy_count": self.noisy_count,
+            "alpha": self.alpha,
+            "grid_points": self.grid_points,
+            "max_updates": self.max_updates,
+            "updates_used": self.updates_used,
             "queries_asked": self.queries_asked,
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> DistanceRelease:
         """Inverse of :meth:`to_dict`."""
-        bounds = PublicBounds.from_mapping({c: (lo, hi) for c, lo, hi in
-                                            zip(data["columns"], data["lower"], data["upper"])})
-        learners = [TangentLearner(list(t["slopes"]), list(t["intercepts"])) for t in data["tangents"]]
-        return cls(Embedding.from_dict(data["embedding"], bounds), learners, data["noisy_count"],
-                   data["alpha"], data["grid_points"], data["max_updates"], data["updates_used"],
-                   data["queries_asked"])
+        bounds = PublicBounds.from_mapping(
+            {
+                c: (lo, hi)
+                for c, lo, hi in zip(data["columns"], data["lower"], data["upper"], strict=False)
+            }
+        )
+        learners = [
+            TangentLearner(list(t["slopes"]), list(t["intercepts"])) for t in data["tangents"]
+        ]
+        return cls(
+            Embedding.from_dict(data["embedding"], bounds),
+            learners,
+            data["noisy_count"],
+            data["alpha"],
+            data["grid_points"],
+            data["max_updates"],
+            data["updates_used"],
+            data["queries_asked"],
+        )
 
     @classmethod
     def load(cls, path: str | Path) -> DistanceRelease:
@@ -299,8 +373,14 @@ class DistanceRelease:
         return cls.from_dict(json.loads(path.read_text()))
 
 
-def release_distances(stats: np.ndarray, count: int, embedding: Embedding, params: DistanceParams,
-                      accountant: PrivacyAccountant, noise: NoiseSource) -> DistanceRelease:
+def release_distances(
+    stats: np.ndarray,
+    count: int,
+    embedding: Embedding,
+    params: DistanceParams,
+    accountant: PrivacyAccountant,
+    noise: NoiseSource,
+) -> DistanceRelease:
     """Run the offline mechanism on exact statistics (all DP noise is drawn here).
 
     Args:
@@ -319,12 +399,20 @@ def release_distances(stats: np.ndarray, count: int, embedding: Embedding, param
     chosen = plan(params, stats.shape[0], noisy_count, accountant)
     n = max(noisy_count, 1.0)
     values, slopes = distance_sums(stats, grid), slope_sums(stats)
-    svt = SparseVector.start(chosen.alpha * n, 1.0, chosen.max_updates, chosen.svt_budget,
-                             accountant, noise)
+    svt = SparseVector.start(
+        chosen.alpha * n, 1.0, chosen.max_updates, chosen.svt_budget, accountant, noise
+    )
     sens = _tangent_sensitivity(accountant)
-    tangent_scale = accountant.noise_scale(sens, chosen.tangent_budget, invocations=chosen.max_updates)
-    accountant.charge("tangents", sens, tangent_scale, invocations=chosen.max_updates,
-                      mechanism="laplace" if accountant.pure else "gaussian")
+    tangent_scale = accountant.noise_scale(
+        sens, chosen.tangent_budget, invocations=chosen.max_updates
+    )
+    accountant.charge(
+        "tangents",
+        sens,
+        tangent_scale,
+        invocations=chosen.max_updates,
+        mechanism="laplace" if accountant.pure else "gaussian",
+    )
     learners = [TangentLearner() for _ in range(stats.shape[0])]
     for _ in range(params.passes):
         updated = False
@@ -334,18 +422,38 @@ def release_distances(stats: np.ndarray, count: int, embedding: Embedding, param
                     break
                 y = float(grid[j])
                 if svt.above(abs(values[axis, j] - n * float(learner(y)))):
-                    value, slope = add_noise(np.array([values[axis, j], slopes[axis, j]]),
-                                             tangent_scale, accountant, noise) / n
+                    value, slope = (
+                        add_noise(
+                            np.array([values[axis, j], slopes[axis, j]]),
+                            tangent_scale,
+                            accountant,
+                            noise,
+                        )
+                        / n
+                    )
                     learner.update(y, float(value), float(slope))
                     updated = True
         if not updated or svt.exhausted:
             break
-    return DistanceRelease(embedding, learners, noisy_count, chosen.alpha,
-                           int(chosen.indices.size), chosen.max_updates, svt.aboves, svt.queries)
+    return DistanceRelease(
+        embedding,
+        learners,
+        noisy_count,
+        chosen.alpha,
+        int(chosen.indices.size),
+        chosen.max_updates,
+        svt.aboves,
+        svt.queries,
+    )
 
 
-def release_from_records(records: np.ndarray, embedding: Embedding, params: DistanceParams,
-                         accountant: PrivacyAccountant, noise: NoiseSource) -> DistanceRelease:
+def release_from_records(
+    records: np.ndarray,
+    embedding: Embedding,
+    params: DistanceParams,
+    accountant: PrivacyAccountant,
+    noise: NoiseSource,
+) -> DistanceRelease:
     """The whole mechanism on in-memory records (original units, within the bounds): library use,
     tests and benchmarks. The Spark job computes the same statistics in a pass."""
     stats = grid_statistics(embedding(records), statistics_grid(params))

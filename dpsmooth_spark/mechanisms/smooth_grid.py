@@ -31,29 +31,54 @@ from dpsmooth_spark.privacy.noise import NoiseSource
 
 
 class GridParams(BaseModel):
-    """Parameters of Algorithm 3; ``None`` means the value of Theorem 17 / Section 5.1.
-
-    Attributes:
-        smoothness: K.
-        degree: t.
-        grid_points: N per axis.
-        levels: L of the rounding set ``{i/L : -L <= i <= L}``.
-        rows: m, the size of the synthetic table (``output.rows`` overrides it).
-        count_fraction: share of the budget for the count (released first: it sets t, N, m, L).
-        max_lp_entries: refuse when ``t^d * N^d`` is larger.
-        lp_solver: OR-Tools backend.
-    """
+    """Parameters of Algorithm 3; ``None`` means the value of Theorem 17 / Section 5.1."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    smoothness: int = Field(default=2, ge=1, le=20)
-    degree: int | None = Field(default=None, ge=2, le=200)
-    grid_points: int | None = Field(default=None, ge=2, le=10_000)
-    levels: int | None = Field(default=None, ge=1)
-    rows: int | None = Field(default=None, ge=1, le=10**9)
-    count_fraction: float = Field(default=0.05, gt=0, lt=0.5)
-    max_lp_entries: int = Field(default=20_000_000, ge=1)
-    lp_solver: Literal["glop", "pdlp", "clp"] = "glop"
+    smoothness: int = Field(default=2, ge=1, le=20, description="K, the smoothness order.")
+    degree: int | None = Field(
+        default=None,
+        ge=2,
+        le=200,
+        description="t, Chebyshev degrees per axis; null: Theorem 17's value at the noisy count.",
+    )
+    grid_points: int | None = Field(
+        default=None,
+        ge=2,
+        le=10_000,
+        description="N, grid points per axis; null: Theorem 17's value at the noisy count.",
+    )
+    levels: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "L of the rounding set {i/L : -L <= i <= L}; null: Theorem 17's value at the noisy "
+            "count."
+        ),
+    )
+    rows: int | None = Field(
+        default=None,
+        ge=1,
+        le=10**9,
+        description=(
+            "m, synthetic rows (output.rows overrides it); null: Theorem 17's value at the noisy "
+            "count."
+        ),
+    )
+    count_fraction: float = Field(
+        default=0.05,
+        gt=0,
+        lt=0.5,
+        description="Share of the budget for the noisy count (released first: it sets t, N, m, L).",
+    )
+    max_lp_entries: int = Field(
+        default=20_000_000,
+        ge=1,
+        description="Refuse when the LP has more than this many entries (t^d N^d).",
+    )
+    lp_solver: Literal["glop", "pdlp", "clp"] = Field(
+        default="glop", description="OR-Tools backend."
+    )
 
 
 @dataclass(frozen=True)
@@ -76,26 +101,39 @@ def theorem17_plan(n: float, d: int, smoothness: int, delta: float = 0.0) -> Gri
     k = smoothness
     if delta == 0.0:
         e = 2 * d + k
-        return GridPlan(max(2, math.ceil(n ** (1 / e))), max(2, math.ceil(n ** (k / e))),
-                        math.ceil(n ** ((d + k) / e)), math.ceil(n ** (1 + (k + 1) / e)))
+        return GridPlan(
+            max(2, math.ceil(n ** (1 / e))),
+            max(2, math.ceil(n ** (k / e))),
+            math.ceil(n ** ((d + k) / e)),
+            math.ceil(n ** (1 + (k + 1) / e)),
+        )
     e = 3 * d + 2 * k
     log = math.log(1.0 / delta)
-    return GridPlan(max(2, math.ceil(n ** (2 / e) * log ** (-1 / e))),
-                    max(2, math.ceil(n ** (2 * k / e) * log ** (-k / e))),
-                    math.ceil(n ** ((2 * d + 2 * k) / e) * log ** (-(d + k) / e)),
-                    math.ceil(n ** ((4 * d + 4 * k + 2) / e) * log ** (-(2 * d + 2 * k + 1) / e)))
+    return GridPlan(
+        max(2, math.ceil(n ** (2 / e) * log ** (-1 / e))),
+        max(2, math.ceil(n ** (2 * k / e) * log ** (-k / e))),
+        math.ceil(n ** ((2 * d + 2 * k) / e) * log ** (-(d + k) / e)),
+        math.ceil(n ** ((4 * d + 4 * k + 2) / e) * log ** (-(2 * d + 2 * k + 1) / e)),
+    )
 
 
 def plan_grid(noisy_count: float, d: int, params: GridParams, delta: float) -> GridPlan:
     """The plan with configured overrides; refuses LPs larger than ``max_lp_entries``."""
     base = theorem17_plan(noisy_count, d, params.smoothness, delta)
-    plan = GridPlan(params.degree or base.degree, params.grid_points or base.grid_points,
-                    params.levels or base.levels, params.rows or base.rows)
+    plan = GridPlan(
+        params.degree or base.degree,
+        params.grid_points or base.grid_points,
+        params.levels or base.levels,
+        params.rows or base.rows,
+    )
     if plan.lp_entries(d) > params.max_lp_entries:
         raise ValueError(
             f"Algorithm 3 needs an LP with t^d = {plan.degree}^{d} rows and N^d = "
-            f"{plan.grid_points}^{d} columns ({plan.lp_entries(d):,} entries > grid.max_lp_entries = "
-            f"{params.max_lp_entries:,}); use the synthesize job, or set grid.degree / grid.grid_points")
+            f"{plan.grid_points}^{d} columns ({plan.lp_entries(d):,} entries > "
+            f"grid.max_lp_entries = "
+            f"{params.max_lp_entries:,}); use the synthesize job, or set grid.degree / "
+            f"grid.grid_points"
+        )
     return plan
 
 
@@ -133,23 +171,38 @@ class GridRelease:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (``summary.json`` of a grid release)."""
-        return {"kind": "smooth_grid", "columns": list(self.bounds.columns),
-                "lower": self.bounds.lower.tolist(), "upper": self.bounds.upper.tolist(),
-                "degree": self.plan.degree, "grid_points": self.plan.grid_points,
-                "levels": self.plan.levels, "rows": self.plan.rows,
-                "noisy_count": self.noisy_count, "targets": self.targets.tolist()}
+        return {
+            "kind": "smooth_grid",
+            "columns": list(self.bounds.columns),
+            "lower": self.bounds.lower.tolist(),
+            "upper": self.bounds.upper.tolist(),
+            "degree": self.plan.degree,
+            "grid_points": self.plan.grid_points,
+            "levels": self.plan.levels,
+            "rows": self.plan.rows,
+            "noisy_count": self.noisy_count,
+            "targets": self.targets.tolist(),
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> GridRelease:
         """Inverse of :meth:`to_dict`."""
-        bounds = PublicBounds(tuple(data["columns"]), np.array(data["lower"], float),
-                              np.array(data["upper"], float))
+        bounds = PublicBounds(
+            tuple(data["columns"]), np.array(data["lower"], float), np.array(data["upper"], float)
+        )
         plan = GridPlan(data["degree"], data["grid_points"], data["levels"], data["rows"])
         return cls(bounds, plan, data["noisy_count"], np.array(data["targets"], float))
 
 
-def release_grid(sums: ExactSums, bounds: PublicBounds, plan: GridPlan, noisy_count: float,
-                 budget: float, accountant: PrivacyAccountant, noise: NoiseSource) -> GridRelease:
+def release_grid(
+    sums: ExactSums,
+    bounds: PublicBounds,
+    plan: GridPlan,
+    noisy_count: float,
+    budget: float,
+    accountant: PrivacyAccountant,
+    noise: NoiseSource,
+) -> GridRelease:
     """Steps 7-11: noisy tensor sums of the snapped table, normalised and rounded to L."""
     if sums.tensor_degree != plan.degree:
         raise ValueError("the data pass must compute the tensor basis at the plan's degree")
@@ -168,7 +221,9 @@ def fit_grid(release: GridRelease, solver: str = "glop") -> tuple[np.ndarray, np
     return points, fit.weights, fit.objective
 
 
-def sample_grid(points: np.ndarray, weights: np.ndarray, rows: int, rng: np.random.Generator) -> np.ndarray:
+def sample_grid(
+    points: np.ndarray, weights: np.ndarray, rows: int, rng: np.random.Generator
+) -> np.ndarray:
     """Steps 21-24: ``rows`` records drawn from ``u`` over the grid points (scaled units)."""
     counts = rng.multinomial(rows, weights / weights.sum())
     out = np.repeat(points, counts, axis=0)

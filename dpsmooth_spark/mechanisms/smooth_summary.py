@@ -34,24 +34,34 @@ MAX_FUNCTIONS = 2_000_000
 
 
 class SummaryParams(BaseModel):
-    """Parameters of the summary release.
-
-    Attributes:
-        smoothness: K, the smoothness order the guarantee is stated for.
-        degree: ``t`` (number of Chebyshev degrees per axis, ``0..t-1``); ``None`` = the paper's.
-        degree_rule: ``paper`` (Theorem 3 / Section 5.1) or ``auto`` (minimise predicted error).
-        max_rows: a public upper bound on n; the data pass computes the basis at the degree this
-            bound would give, and the release uses the degree of the noisy count (<= that).
-        count_fraction: share of the budget for the count.
-    """
+    """Parameters of the summary release."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    smoothness: int = Field(default=2, ge=1, le=20)
-    degree: int | None = Field(default=None, ge=1, le=1000)
-    degree_rule: Literal["paper", "auto"] = "paper"
-    max_rows: float = Field(default=1e8, ge=1)
-    count_fraction: float = Field(default=0.05, gt=0, lt=0.5)
+    smoothness: int = Field(
+        default=2, ge=1, le=20, description="K, the smoothness order the guarantee is stated for."
+    )
+    degree: int | None = Field(
+        default=None,
+        ge=1,
+        le=1000,
+        description="t, Chebyshev degrees 0..t-1 per axis; null: the paper's rule.",
+    )
+    degree_rule: Literal["paper", "auto"] = Field(
+        default="paper",
+        description="paper (Theorem 3 / Section 5.1) or auto (the least predicted error).",
+    )
+    max_rows: float = Field(
+        default=1e8,
+        ge=1,
+        description=(
+            "Public upper bound on n; the pass computes the degree it gives, the release the noisy"
+            " count's."
+        ),
+    )
+    count_fraction: float = Field(
+        default=0.05, gt=0, lt=0.5, description="Share of the budget for the noisy count."
+    )
 
 
 def paper_degree(n: float, d: int, smoothness: int, delta: float = 0.0) -> int:
@@ -65,8 +75,9 @@ def paper_degree(n: float, d: int, smoothness: int, delta: float = 0.0) -> int:
     return max(t, 2)
 
 
-def auto_degree(n: float, d: int, smoothness: int, accountant: PrivacyAccountant, budget: float,
-                t_max: int) -> int:
+def auto_degree(
+    n: float, d: int, smoothness: int, accountant: PrivacyAccountant, budget: float, t_max: int
+) -> int:
     """The ``t <= t_max`` minimising ``t^{-K} + sqrt(t^d) * noise_std(t)``.
 
     A K-smooth query has approximation error ``O(t^{-K})`` and coefficients of bounded size; with
@@ -85,10 +96,16 @@ def auto_degree(n: float, d: int, smoothness: int, accountant: PrivacyAccountant
     return best
 
 
-def per_answer_noise_std(size: int, n: float, accountant: PrivacyAccountant, budget: float) -> float:
+def per_answer_noise_std(
+    size: int, n: float, accountant: PrivacyAccountant, budget: float
+) -> float:
     """Std of one normalised noisy answer ``(sum + noise) / n``."""
     if accountant.pure:
-        return math.sqrt(2.0) * accountant.noise_scale(sensitivity.basis_sums_l1(size), budget) / max(n, 1.0)
+        return (
+            math.sqrt(2.0)
+            * accountant.noise_scale(sensitivity.basis_sums_l1(size), budget)
+            / max(n, 1.0)
+        )
     return accountant.noise_scale(sensitivity.basis_sums_l2(size), budget) / max(n, 1.0)
 
 
@@ -97,8 +114,10 @@ def pass_degree(params: SummaryParams, d: int, delta: float) -> int:
     t = params.degree or paper_degree(params.max_rows, d, params.smoothness, delta)
     if t**d > MAX_FUNCTIONS:
         raise ValueError(
-            f"the tensor basis has t^d = {t}^{d} = {t**d:,} functions, more than {MAX_FUNCTIONS:,}: "
-            "lower summary.degree or summary.max_rows, or use the synthesize job for this d")
+            f"the tensor basis has t^d = {t}^{d} = {t**d:,} functions, more than "
+            f"{MAX_FUNCTIONS:,}: "
+            "lower summary.degree or summary.max_rows, or use the synthesize job for this d"
+        )
     return t
 
 
@@ -147,11 +166,20 @@ class SmoothSummary:
     def from_dict(cls, data: dict[str, Any]) -> SmoothSummary:
         """Inverse of :meth:`to_dict`."""
         d = len(data["columns"])
-        bounds = PublicBounds(tuple(data["columns"]), np.array(data["lower"], float),
-                              np.array(data["upper"], float))
+        bounds = PublicBounds(
+            tuple(data["columns"]), np.array(data["lower"], float), np.array(data["upper"], float)
+        )
         answers = np.array(data["answers"], float).reshape((data["degree"],) * d)
-        return cls(bounds, data["degree"], data["smoothness"], data["noisy_count"], answers,
-                   data["noise_std"], data["noise"], data["accounting"])
+        return cls(
+            bounds,
+            data["degree"],
+            data["smoothness"],
+            data["noisy_count"],
+            answers,
+            data["noise_std"],
+            data["noise"],
+            data["accounting"],
+        )
 
     @classmethod
     def load(cls, path: str | Path) -> SmoothSummary:
@@ -162,8 +190,13 @@ class SmoothSummary:
         return cls.from_dict(json.loads(path.read_text()))
 
 
-def release_tensor_summary(sums: ExactSums, bounds: PublicBounds, params: SummaryParams,
-                           accountant: PrivacyAccountant, noise: NoiseSource) -> SmoothSummary:
+def release_tensor_summary(
+    sums: ExactSums,
+    bounds: PublicBounds,
+    params: SummaryParams,
+    accountant: PrivacyAccountant,
+    noise: NoiseSource,
+) -> SmoothSummary:
     """Algorithm 1 under add/remove-one DP: noisy count, then noisy tensor-basis sums."""
     d = bounds.d
     noisy_count = release_count(sums.count, params.count_fraction, accountant, noise)
@@ -179,8 +212,16 @@ def release_tensor_summary(sums: ExactSums, bounds: PublicBounds, params: Summar
     noisy, scale = release_basis_sums(exact, budget, accountant, noise, "tensor_basis_sums")
     answers = np.concatenate([[1.0], noisy / max(noisy_count, 1.0)]).reshape((t,) * d)
     std = noise_std(scale, accountant) / max(noisy_count, 1.0)
-    return SmoothSummary(bounds, t, params.smoothness, noisy_count, answers, std,
-                         accountant.mechanism, accountant.to_dict())
+    return SmoothSummary(
+        bounds,
+        t,
+        params.smoothness,
+        noisy_count,
+        answers,
+        std,
+        accountant.mechanism,
+        accountant.to_dict(),
+    )
 
 
 @dataclass(frozen=True)
@@ -205,8 +246,12 @@ class Answer:
     operator: str
 
 
-def answer(summary: SmoothSummary, f: QueryFunction, operator: str = "chebyshev",
-           units: Literal["original", "scaled"] = "original") -> Answer:
+def answer(
+    summary: SmoothSummary,
+    f: QueryFunction,
+    operator: str = "chebyshev",
+    units: Literal["original", "scaled"] = "original",
+) -> Answer:
     """Answer ``mean_x f(x)`` from the summary alone (Algorithm 2).
 
     Args:
@@ -223,7 +268,8 @@ def answer(summary: SmoothSummary, f: QueryFunction, operator: str = "chebyshev"
     l1 = float(flat.sum())
     n_terms = flat.size
     if summary.noise == "laplace":
-        # Lemma 16: sum_r |c_r| |X_r| <= max|c| * sum |X_r| <= max|c| * 2 N b with prob >= 1 - 10 e^{-N/5}
+        # Lemma 16: sum_r |c_r| |X_r| <= max|c| * sum |X_r| <= max|c| * 2 N b with prob >= 1 - 10
+        # e^{-N/5}
         b = summary.noise_std / math.sqrt(2.0)
         bound = float(flat.max(initial=0.0)) * 2 * n_terms * b
         failure = min(1.0, 10.0 * math.exp(-n_terms / 5.0))

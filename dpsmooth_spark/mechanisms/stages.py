@@ -13,14 +13,21 @@ from dpsmooth_spark.privacy.accountant import PrivacyAccountant
 from dpsmooth_spark.privacy.noise import NoiseSource
 
 
-def add_noise(values: np.ndarray, scale: float, accountant: PrivacyAccountant,
-              noise: NoiseSource) -> np.ndarray:
+def add_noise(
+    values: np.ndarray, scale: float, accountant: PrivacyAccountant, noise: NoiseSource
+) -> np.ndarray:
     """The accountant's noise family at ``scale``."""
     return noise.laplace(values, scale) if accountant.pure else noise.gaussian(values, scale)
 
 
-def _release(values: np.ndarray, sens: float, budget: float, stage: str, accountant: PrivacyAccountant,
-             noise: NoiseSource) -> tuple[np.ndarray, float]:
+def _release(
+    values: np.ndarray,
+    sens: float,
+    budget: float,
+    stage: str,
+    accountant: PrivacyAccountant,
+    noise: NoiseSource,
+) -> tuple[np.ndarray, float]:
     """``values`` plus the accountant's noise for ``sens`` and ``budget``, charged as ``stage``;
     returns (noisy values, scale)."""
     scale = accountant.noise_scale(sens, budget)
@@ -29,23 +36,44 @@ def _release(values: np.ndarray, sens: float, budget: float, stage: str, account
     return noisy, scale
 
 
-def release_count(count: int, fraction: float, accountant: PrivacyAccountant, noise: NoiseSource) -> float:
+def release_count(
+    count: int, fraction: float, accountant: PrivacyAccountant, noise: NoiseSource
+) -> float:
     """The count plus noise for ``fraction`` of the budget (sensitivity 1)."""
-    noisy, _ = _release(np.array([float(count)]), sensitivity.count_sensitivity(), accountant.share(fraction),
-                        "count", accountant, noise)
+    noisy, _ = _release(
+        np.array([float(count)]),
+        sensitivity.count_sensitivity(),
+        accountant.share(fraction),
+        "count",
+        accountant,
+        noise,
+    )
     return float(noisy[0])
 
 
-def release_basis_sums(sums: np.ndarray, budget: float, accountant: PrivacyAccountant,
-                       noise: NoiseSource, stage: str = "basis_sums") -> tuple[np.ndarray, float]:
-    """R basis sums plus noise for ``budget`` (L1 sensitivity R, L2 sqrt(R)); returns (noisy, scale)."""
+def release_basis_sums(
+    sums: np.ndarray,
+    budget: float,
+    accountant: PrivacyAccountant,
+    noise: NoiseSource,
+    stage: str = "basis_sums",
+) -> tuple[np.ndarray, float]:
+    """R basis sums plus noise for ``budget`` (L1 sensitivity R, L2 sqrt(R)); returns (noisy,
+    scale)."""
     size = int(np.size(sums))
     sens = sensitivity.basis_sums_l1(size) if accountant.pure else sensitivity.basis_sums_l2(size)
     return _release(sums, sens, budget, stage, accountant, noise)
 
 
-def select_top_k(scores: np.ndarray, k: int, sensitivity: float, budget: float,
-                 accountant: PrivacyAccountant, noise: NoiseSource, stage: str) -> np.ndarray:
+def select_top_k(
+    scores: np.ndarray,
+    k: int,
+    sensitivity: float,
+    budget: float,
+    accountant: PrivacyAccountant,
+    noise: NoiseSource,
+    stage: str,
+) -> np.ndarray:
     """Indices of ``k`` of ``scores`` (each moving by at most ``sensitivity`` between
     neighbours, either way), picked by noisy top-k for ``budget``; records the charge."""
     scale = accountant.selection_scale(sensitivity, budget, k)
@@ -54,8 +82,9 @@ def select_top_k(scores: np.ndarray, k: int, sensitivity: float, budget: float,
     return chosen
 
 
-def release_histograms(counts: np.ndarray, budget: float, accountant: PrivacyAccountant,
-                       noise: NoiseSource) -> tuple[np.ndarray, float]:
+def release_histograms(
+    counts: np.ndarray, budget: float, accountant: PrivacyAccountant, noise: NoiseSource
+) -> tuple[np.ndarray, float]:
     """``(d, B)`` one-way histogram counts plus noise for ``budget`` (L1 sensitivity d, L2
     sqrt(d): a record is in one cell per column); returns (noisy counts, scale)."""
     d = int(counts.shape[0])
@@ -63,17 +92,30 @@ def release_histograms(counts: np.ndarray, budget: float, accountant: PrivacyAcc
     return _release(counts, sens, budget, "histograms", accountant, noise)
 
 
-def release_pooled_histogram(counts: np.ndarray, columns: int, budget: float,
-                             accountant: PrivacyAccountant, noise: NoiseSource) -> tuple[np.ndarray, float]:
+def release_pooled_histogram(
+    counts: np.ndarray,
+    columns: int,
+    budget: float,
+    accountant: PrivacyAccountant,
+    noise: NoiseSource,
+) -> tuple[np.ndarray, float]:
     """``(B,)`` pooled histogram counts of ``columns`` columns (every value of those columns in one
     histogram) plus Laplace noise for ``budget`` (L1 sensitivity ``columns``); pure epsilon-DP
     only (its L2 sensitivity is ``columns`` too, no better than the columns' own histograms);
     returns (noisy counts, scale)."""
     if not accountant.pure:
-        raise ValueError("pooled_histogram: on needs pure epsilon-DP (delta = 0); the pooled "
-                         "histogram is measured under pure epsilon-DP only")
-    return _release(counts, sensitivity.pooled_histogram_l1(columns), budget, "pooled_histogram",
-                    accountant, noise)
+        raise ValueError(
+            "pooled_histogram: on needs pure epsilon-DP (delta = 0); the pooled "
+            "histogram is measured under pure epsilon-DP only"
+        )
+    return _release(
+        counts,
+        sensitivity.pooled_histogram_l1(columns),
+        budget,
+        "pooled_histogram",
+        accountant,
+        noise,
+    )
 
 
 def noise_std(scale: float, accountant: PrivacyAccountant) -> float:

@@ -19,9 +19,16 @@ from dpsmooth_spark.pipeline.release import input_codec
 from dpsmooth_spark.spark import data_pass, io, lake, locations, session
 
 
-def run_evaluate(config: ReleaseConfig, synthetic_path: str, out_dir: str, label: str | None = None,
-                 queries: int = 10_000, sample_rows: int = 100_000, seed: int = 2016,
-                 quiet: bool = False) -> dict[str, Any]:
+def run_evaluate(
+    config: ReleaseConfig,
+    synthetic_path: str,
+    out_dir: str,
+    label: str | None = None,
+    queries: int = 10_000,
+    sample_rows: int = 100_000,
+    seed: int = 2016,
+    quiet: bool = False,
+) -> dict[str, Any]:
     """Evaluate ``synthetic_path`` (a release folder, a Delta release, or Parquet) against the
     config's input table.
 
@@ -49,7 +56,9 @@ def run_evaluate(config: ReleaseConfig, synthetic_path: str, out_dir: str, label
             table, side = lake.read_delta_release(str(release), columns)
             documents = side or release
         else:
-            table = pq.read_table(release / "data" if (release / "data").exists() else release, columns=columns)
+            table = pq.read_table(
+                release / "data" if (release / "data").exists() else release, columns=columns
+            )
         synthetic = bounds.scale(_finite(codec.encode(table)))
         if synthetic.shape[0] > sample_rows:
             synthetic = synthetic[rng.choice(synthetic.shape[0], sample_rows, replace=False)]
@@ -69,15 +78,30 @@ def run_evaluate(config: ReleaseConfig, synthetic_path: str, out_dir: str, label
     manifest = _json(documents / "manifest.json")
     summary = _json(documents / "summary.json")
     with log.stage("metrics"):
-        metrics = evaluate(real, synthetic, columns, query_sets, sums / rows, label_index, summary, seed)
+        metrics = evaluate(
+            real, synthetic, columns, query_sets, sums / rows, label_index, summary, seed
+        )
         metrics["release"] = _describe(release, manifest, queries)
     with log.stage("verdict against baselines"):
-        metrics["verdict"] = verdict(real, synthetic, columns, metrics["release"].get("epsilon"),
-                                     label_index, min(queries, 2000), seed)
+        metrics["verdict"] = verdict(
+            real,
+            synthetic,
+            columns,
+            metrics["release"].get("epsilon"),
+            label_index,
+            min(queries, 2000),
+            seed,
+        )
     with log.stage("report"):
         reference = PAPER_WDBC_EPS1["worst_rel"] if len(features) == 30 else None
-        path = write_report(Path(out_dir), metrics, real, synthetic, columns,
-                            {str(k): v for k, v in reference.items()} if reference else None)
+        path = write_report(
+            Path(out_dir),
+            metrics,
+            real,
+            synthetic,
+            columns,
+            {str(k): v for k, v in reference.items()} if reference else None,
+        )
     for warning in metrics["release"].get("warnings", []):
         log.warning(f"the release says: {warning}")
     log.note(f"report: {path}")
@@ -99,11 +123,19 @@ def _describe(release: Path, manifest: dict[str, Any] | None, queries: int) -> d
     out: dict[str, Any] = {"path": str(release), "queries_per_family": queries}
     if manifest:
         privacy = manifest["privacy"]
-        out.update({"release_id": manifest["release_id"], "mechanism": manifest["mechanism"]["name"],
-                    "epsilon": privacy["epsilon"], "delta": privacy["delta"]})
+        out.update(
+            {
+                "release_id": manifest["release_id"],
+                "mechanism": manifest["mechanism"]["name"],
+                "epsilon": privacy["epsilon"],
+                "delta": privacy["delta"],
+            }
+        )
         out["warnings"] = privacy.get("warnings", [])
-        out["description"] = (f"Release {manifest['release_id']} ({manifest['mechanism']['name']}, "
-                              f"epsilon = {privacy['epsilon']}, delta = {privacy['delta']}) at {release}")
+        out["description"] = (
+            f"Release {manifest['release_id']} ({manifest['mechanism']['name']}, "
+            f"epsilon = {privacy['epsilon']}, delta = {privacy['delta']}) at {release}"
+        )
     else:
         out["description"] = f"Synthetic table at {release}"
     return out

@@ -25,7 +25,9 @@ class StageLog:
         try:
             yield
         except BaseException:
-            self.console.print(f"[bold red]x[/] {name} failed after {time.perf_counter() - start:.2f} s")
+            self.console.print(
+                f"[bold red]x[/] {name} failed after {time.perf_counter() - start:.2f} s"
+            )
             raise
         elapsed = time.perf_counter() - start
         self.timings[name] = self.timings.get(name, 0.0) + elapsed

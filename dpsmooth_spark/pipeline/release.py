@@ -93,7 +93,9 @@ class ReleaseRun:
         work."""
         locations.check_no_overlap(config)
         snapshot = io.input_snapshot(config.input)  # one Delta/Iceberg snapshot for the whole job
-        codec = input_codec(config, snapshot)  # the schema checks: a bad declaration opens no ledger
+        codec = input_codec(
+            config, snapshot
+        )  # the schema checks: a bad declaration opens no ledger
         release_id = config.release_id or uuid.uuid4().hex
         ledger = BudgetLedger(config.ledger_path)
         previous = ledger.find(release_id)
@@ -106,13 +108,26 @@ class ReleaseRun:
             io.check_lake_output(config.output, release_id)
         rng = np.random.default_rng(config.seed)
         noise = NoiseSource(rng if config.seed is not None else None)
-        run = cls(config, mechanism, StageLog(quiet=quiet), release_id, codec, codec.bounds(),
-                  snapshot, ledger, previous, rng, noise)
+        run = cls(
+            config,
+            mechanism,
+            StageLog(quiet=quiet),
+            release_id,
+            codec,
+            codec.bounds(),
+            snapshot,
+            ledger,
+            previous,
+            rng,
+            noise,
+        )
         for warning in config.privacy.warnings:
             run.log.warning(warning)
         if previous is not None:
-            run.log.note(f"release id {release_id} is in the ledger: reusing its DP statistics, "
-                         "no new budget")
+            run.log.note(
+                f"release id {release_id} is in the ledger: reusing its DP statistics, "
+                "no new budget"
+            )
         return run
 
     def new_accountant(self) -> PrivacyAccountant:
@@ -127,8 +142,9 @@ class ReleaseRun:
     def exact_sums(self, spec: PassSpec) -> ExactSums:
         """Check the lifetime budget, run the Spark data pass and the operator-facing row checks."""
         config = self.config
-        self.ledger.check_budget(config.table_id, config.privacy.epsilon, config.privacy.delta,
-                                 config.lifetime_budget)
+        self.ledger.check_budget(
+            config.table_id, config.privacy.epsilon, config.privacy.delta, config.lifetime_budget
+        )
         sums = self.data_pass(spec)
         _check_rows(config, sums.rows_seen, sums.rows_invalid, sums.rows_clamped, sums.count)
         return sums
@@ -149,13 +165,15 @@ class ReleaseRun:
             df = io.read_input(spark, config.input, self.codec, self.snapshot)
             return data_pass.exact_sums(df, self.codec, spec)
 
-    def statistic_pass(self, sums_of: Callable[[np.ndarray], np.ndarray],
-                       name: str = "data pass") -> StatisticSums:
+    def statistic_pass(
+        self, sums_of: Callable[[np.ndarray], np.ndarray], name: str = "data pass"
+    ) -> StatisticSums:
         """Check the lifetime budget, then one Spark pass summing ``sums_of`` over the valid rows
         (clamped, original units), then the operator-facing row checks."""
         config = self.config
-        self.ledger.check_budget(config.table_id, config.privacy.epsilon, config.privacy.delta,
-                                 config.lifetime_budget)
+        self.ledger.check_budget(
+            config.table_id, config.privacy.epsilon, config.privacy.delta, config.lifetime_budget
+        )
         with self.log.stage("spark session"):
             spark = self.spark()
         with self.log.stage(name):
@@ -192,12 +210,24 @@ class ReleaseRun:
     def persist(self, accountant: PrivacyAccountant, statistics: dict[str, Any]) -> None:
         """Record the DP statistics in the ledger before anything downstream reads them."""
         config = self.config
-        self.ledger.record_statistics(self.release_id, config.table_id, self.mechanism,
-                                      config.privacy.epsilon, config.privacy.delta,
-                                      accountant.to_dict(), statistics, config.lifetime_budget)
+        self.ledger.record_statistics(
+            self.release_id,
+            config.table_id,
+            self.mechanism,
+            config.privacy.epsilon,
+            config.privacy.delta,
+            accountant.to_dict(),
+            statistics,
+            config.lifetime_budget,
+        )
 
-    def manifest(self, accountant: PrivacyAccountant, mechanism: dict[str, Any],
-                 output: dict[str, Any], driver_timings: dict[str, float]) -> dict[str, Any]:
+    def manifest(
+        self,
+        accountant: PrivacyAccountant,
+        mechanism: dict[str, Any],
+        output: dict[str, Any],
+        driver_timings: dict[str, float],
+    ) -> dict[str, Any]:
         """The manifest: mechanism, privacy (relation, budget per stage), ledger, versions."""
         config = self.config
         spent_eps, spent_delta = self.ledger.spent(config.table_id)
@@ -219,30 +249,51 @@ class ReleaseRun:
                 "statistics_reused_from_ledger": self.previous is not None,
                 "warnings": config.privacy.warnings,
             },
-            "ledger": {"path": config.ledger_path, "table_id": config.table_id,
-                       "table_epsilon_spent": spent_eps, "table_delta_spent": spent_delta,
-                       "lifetime_budget": config.lifetime_budget},
-            "input": {"path": config.input.path, "format": config.input.format,
-                      "columns": config.column_names},
+            "ledger": {
+                "path": config.ledger_path,
+                "table_id": config.table_id,
+                "table_epsilon_spent": spent_eps,
+                "table_delta_spent": spent_delta,
+                "lifetime_budget": config.lifetime_budget,
+            },
+            "input": {
+                "path": config.input.path,
+                "format": config.input.format,
+                "columns": config.column_names,
+            },
             "output": {"path": config.output.path, **output},
-            "config_sha256": hashlib.sha256(json.dumps(config_dump, sort_keys=True).encode()).hexdigest(),
-            "stage_seconds": {**self.log.timings, **{f"driver.{k}": v for k, v in driver_timings.items()}},
-            "versions": {"dpsmooth_spark": __version__, "python": platform.python_version(),
-                         **{pkg: version(pkg) for pkg in VERSIONED_PACKAGES}},
+            "config_sha256": hashlib.sha256(
+                json.dumps(config_dump, sort_keys=True).encode()
+            ).hexdigest(),
+            "stage_seconds": {
+                **self.log.timings,
+                **{f"driver.{k}": v for k, v in driver_timings.items()},
+            },
+            "versions": {
+                "dpsmooth_spark": __version__,
+                "python": platform.python_version(),
+                **{pkg: version(pkg) for pkg in VERSIONED_PACKAGES},
+            },
         }
 
-    def write(self, table: pa.Table | io.DataWriter | None, documents: dict[str, dict[str, Any]],
-              manifest: dict[str, Any]) -> ReleaseReport:
+    def write(
+        self,
+        table: pa.Table | io.DataWriter | None,
+        documents: dict[str, dict[str, Any]],
+        manifest: dict[str, Any],
+    ) -> ReleaseReport:
         """Write the release folder atomically and mark the release complete in the ledger."""
         output = self.config.output
         with self.log.stage("write"):
             if output.format == "parquet":  # a writer from the executors partitions by itself
-                hashes = io.write_release(output.path, table, documents, manifest, output.mode,
-                                          output.partition_by)
+                hashes = io.write_release(
+                    output.path, table, documents, manifest, output.mode, output.partition_by
+                )
             elif output.format == "table":
                 side = Path(self.config.ledger_path).parent / "_dpsmooth" / output.path
-                hashes = io.write_table_release(self.spark(), output, side, self.release_id, table,
-                                                documents, manifest)
+                hashes = io.write_table_release(
+                    self.spark(), output, side, self.release_id, table, documents, manifest
+                )
             else:
                 hashes = io.write_lake_release(output, self.release_id, table, documents, manifest)
             self.ledger.mark_complete(self.release_id, output.path, hashes)
@@ -254,8 +305,9 @@ def input_codec(config: ReleaseConfig, snapshot: Any = None) -> TableCodec:
     """The released columns' kinds and types, from the input's schema (metadata only; Spark
     starts only where the files cannot tell, e.g. hive partition columns). ``snapshot``: the
     Delta/Iceberg input's files when already looked up."""
-    schema = io.input_schema(config.input, config.column_names, lambda: session.session_for(config.spark),
-                             snapshot)
+    schema = io.input_schema(
+        config.input, config.column_names, lambda: session.session_for(config.spark), snapshot
+    )
     return io.table_codec(config.columns, schema, csv=config.input.format == "csv")
 
 
@@ -263,14 +315,19 @@ def _check_retry(config: ReleaseConfig, mechanism: str, previous: LedgerEntry | 
     """A reused release id must describe the same release of the same table."""
     if previous is None:
         return
-    same = (previous.table_id == config.table_id and previous.mechanism == mechanism
-            and previous.epsilon == config.privacy.epsilon and previous.delta == config.privacy.delta
-            and previous.statistics.get("columns") == config.column_names)
+    same = (
+        previous.table_id == config.table_id
+        and previous.mechanism == mechanism
+        and previous.epsilon == config.privacy.epsilon
+        and previous.delta == config.privacy.delta
+        and previous.statistics.get("columns") == config.column_names
+    )
     if not same:
         raise LedgerConflictError(
             f"release id {previous.release_id!r} was used for a different release (table "
             f"{previous.table_id!r}, mechanism {previous.mechanism}, epsilon {previous.epsilon}, "
-            f"delta {previous.delta}); use a new release id")
+            f"delta {previous.delta}); use a new release id"
+        )
 
 
 def _check_rows(config: ReleaseConfig, seen: int, invalid: int, clamped: int, kept: int) -> None:
@@ -279,14 +336,20 @@ def _check_rows(config: ReleaseConfig, seen: int, invalid: int, clamped: int, ke
         raise InvalidDataError("the input table has no rows; nothing was released")
     if invalid and config.input.on_invalid == "error":
         raise InvalidDataError(
-            f"{invalid} row(s) have a null, NaN, infinite or non-numeric value in a selected column, "
+            f"{invalid} row(s) have a null, NaN, infinite or non-numeric value in a selected "
+            f"column, "
             "or a value outside its declared domain (categorical values); a column may hold nulls "
             "when declared nullable: true; "
-            "fix the data or set input.on_invalid: drop. Nothing was released.")
+            "fix the data or set input.on_invalid: drop. Nothing was released."
+        )
     if kept == 0:
-        raise InvalidDataError("no valid rows remain after dropping invalid ones; nothing was released")
+        raise InvalidDataError(
+            "no valid rows remain after dropping invalid ones; nothing was released"
+        )
     if clamped > config.input.max_clamped_fraction * kept:
         raise InvalidDataError(
             f"{clamped} of {kept} rows lie outside the public bounds (more than "
-            f"input.max_clamped_fraction = {config.input.max_clamped_fraction}); the bounds are probably "
-            "wrong. Nothing was released.")
+            f"input.max_clamped_fraction = {config.input.max_clamped_fraction}); the bounds are "
+            f"probably "
+            "wrong. Nothing was released."
+        )

@@ -37,7 +37,9 @@ def read_queries(path: str, columns: list[str]) -> np.ndarray:
     missing = [c for c in columns if c not in table.column_names]
     if missing:
         raise ConfigError(f"distance.queries: columns missing from {path}: {missing}")
-    x = np.column_stack([table.column(c).to_numpy(zero_copy_only=False).astype(np.float64) for c in columns])
+    x = np.column_stack(
+        [table.column(c).to_numpy(zero_copy_only=False).astype(np.float64) for c in columns]
+    )
     if x.shape[0] == 0 or not np.isfinite(x).all():
         raise ConfigError(f"distance.queries: {path} must hold at least one row of finite numbers")
     return x
@@ -50,21 +52,31 @@ def run_release_distances(config: ReleaseConfig, quiet: bool = False) -> Release
     run = ReleaseRun.start(config, MECHANISM, quiet)
     bounds = run.bounds
     if run.previous is None:
-        seed = params.embedding_seed if params.embedding_seed is not None else int(run.rng.integers(2**62))
+        seed = (
+            params.embedding_seed
+            if params.embedding_seed is not None
+            else int(run.rng.integers(2**62))
+        )
         embedding = Embedding.build(params, bounds, queries, np.random.default_rng(seed))
         grid = statistics_grid(params)
         stats = run.statistic_pass(lambda x: grid_statistics(embedding(x), grid).ravel())
         accountant = run.new_accountant()
         with run.log.stage("sparse vector and tangents"):
-            release = release_distances(stats.values.reshape(embedding.dim, grid.size, STAT_FIELDS),
-                                        stats.count, embedding, params, accountant, run.noise)
+            release = release_distances(
+                stats.values.reshape(embedding.dim, grid.size, STAT_FIELDS),
+                stats.count,
+                embedding,
+                params,
+                accountant,
+                run.noise,
+            )
         run.persist(accountant, {"columns": config.column_names, "release": release.to_dict()})
     else:
         release = DistanceRelease.from_dict(run.previous.statistics["release"])
         accountant = run.reused_accountant()
     mechanism = {
         "reference": "Huang and Roth, Exploiting Metric Structure for Efficient Private Query "
-                     "Release, SODA 2014, Theorem 3.2 (l1), Lemma 4.1 (l2), Figure 3 (Bourgain)",
+        "Release, SODA 2014, Theorem 3.2 (l1), Lemma 4.1 (l2), Figure 3 (Bourgain)",
         "parameters": params.model_dump(mode="json"),
         "metric": params.metric,
         "proxy_axes": release.embedding.dim,

@@ -41,8 +41,9 @@ def run_release_function(config: ReleaseConfig, quiet: bool = False) -> ReleaseR
             sums = run.statistic_pass(lambda x: kde_sums(x[:, index], points, widths))
             accountant = run.new_accountant()
             with run.log.stage("noise"):
-                release = release_kde(sums.values, sums.count, params, axes, lower, upper,
-                                      accountant, run.noise)
+                release = release_kde(
+                    sums.values, sums.count, params, axes, lower, upper, accountant, run.noise
+                )
         else:
             assert params.label is not None  # the config validator requires it
             counted = run.statistic_pass(lambda x: np.zeros(0))  # the pass's row counters suffice
@@ -55,15 +56,25 @@ def run_release_function(config: ReleaseConfig, quiet: bool = False) -> ReleaseR
             middle = 0.5 * (bounds.lower[label] + bounds.upper[label])
             labels = np.where(rows[:, label] >= middle, 1.0, -1.0)
             with run.log.stage(f"train {params.function} and noise"):
-                release = release_erm(rows[:, index], labels, noisy_count, rate, params, axes, lower,
-                                      upper, accountant, run.noise)
+                release = release_erm(
+                    rows[:, index],
+                    labels,
+                    noisy_count,
+                    rate,
+                    params,
+                    axes,
+                    lower,
+                    upper,
+                    accountant,
+                    run.noise,
+                )
         run.persist(accountant, {"columns": config.column_names, "release": release.to_dict()})
     else:
         release = BernsteinRelease.from_dict(run.previous.statistics["release"])
         accountant = run.reused_accountant()
     mechanism = {
         "reference": "Alda and Rubinstein, The Bernstein Mechanism: Function Release under "
-                     "Differential Privacy, AAAI 2017, Algorithm 1 (Theorem 7 in the (epsilon, delta) mode)",
+        "Differential Privacy, AAAI 2017, Algorithm 1 (Theorem 7 in the (epsilon, delta) mode)",
         "parameters": params.model_dump(mode="json"),
         "function": release.function,
         "axes": axes,
@@ -72,6 +83,8 @@ def run_release_function(config: ReleaseConfig, quiet: bool = False) -> ReleaseR
         "noise_scale_per_point": release.noise_scale,
         "details": release.details,
     }
-    output = {"files": "bernstein.json (noisy lattice values; evaluate with `query`), manifest.json"}
+    output = {
+        "files": "bernstein.json (noisy lattice values; evaluate with `query`), manifest.json"
+    }
     manifest = run.manifest(accountant, mechanism, output, {})
     return run.write(None, {"bernstein.json": release.to_dict()}, manifest)

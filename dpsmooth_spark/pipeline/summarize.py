@@ -1,4 +1,5 @@
-"""The summarize job (Algorithm 1): the noisy tensor-basis summary of a table, written atomically."""
+"""The summarize job (Algorithm 1): the noisy tensor-basis summary of a table, written
+atomically."""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ MECHANISM = "smooth_summary"
 def run_summarize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
     """Release the summary of Algorithm 1; answer queries from it with ``answer``."""
     params = config.summary
-    t_pass = pass_degree(params, len(config.columns), config.privacy.delta)  # refuses huge t^d early
+    t_pass = pass_degree(
+        params, len(config.columns), config.privacy.delta
+    )  # refuses huge t^d early
     run = ReleaseRun.start(config, MECHANISM, quiet)
     if run.previous is None:
         sums = run.exact_sums(PassSpec(degree=1, tensor_degree=t_pass))
@@ -28,13 +31,15 @@ def run_summarize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
     else:
         summary = SmoothSummary.from_dict(run.previous.statistics)
         accountant = run.reused_accountant()
-    run.log.note(f"degree t = {summary.degree} per axis: {summary.degree ** run.bounds.d - 1} noisy sums")
+    run.log.note(
+        f"degree t = {summary.degree} per axis: {summary.degree**run.bounds.d - 1} noisy sums"
+    )
     mechanism = {
         "reference": "Wang et al., Differentially Private Data Releasing for Smooth Queries, "
-                     "JMLR 2016, Algorithm 1 (Section 5.1 in the (epsilon, delta) mode)",
+        "JMLR 2016, Algorithm 1 (Section 5.1 in the (epsilon, delta) mode)",
         "parameters": params.model_dump(mode="json"),
         "degree": summary.degree,
-        "functions": summary.degree ** run.bounds.d - 1,
+        "functions": summary.degree**run.bounds.d - 1,
     }
     output = {"files": "summary.json (DP noisy summary), manifest.json"}
     manifest = run.manifest(accountant, mechanism, output, {})

@@ -36,37 +36,58 @@ def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
     params = config.mechanism
     nullable = run.codec.null_columns
     if run.previous is None:
-        sums = run.exact_sums(replace(params.pass_spec(run.bounds.d), null_cells=bool(nullable.any())))
+        sums = run.exact_sums(
+            replace(params.pass_spec(run.bounds.d), null_cells=bool(nullable.any()))
+        )
         accountant = run.new_accountant()
         with run.log.stage("noise and private PCA"):
-            summary = release_summary(sums, run.bounds, params, accountant, run.noise, run.rng,
-                                      nullable, run.codec.lattice())
+            summary = release_summary(
+                sums,
+                run.bounds,
+                params,
+                accountant,
+                run.noise,
+                run.rng,
+                nullable,
+                run.codec.lattice(),
+            )
             run.persist(accountant, summary.to_dict())
     else:
         summary = NoisySummary.from_dict(run.previous.statistics)
-        if summary.levels is None:  # written before summaries held their levels (stop 30)
+        if summary.levels is None:  # a summary persisted without its levels
             summary.levels = run.codec.lattice()
         accountant = run.reused_accountant()
 
     with run.log.stage("candidates and fit"):
         result = fit_from_summary(summary, params, run.rng)
-    run.log.note(f"basis: {summary.functions} functions; candidates: {result.candidates.shape[0]}; "
-                 f"effective support: {result.support_size}; chi2 {result.chi2:.1f} for "
-                 f"{result.functions} functions; PSI: {'yes' if summary.pca else 'no'}")
+    run.log.note(
+        f"basis: {summary.functions} functions; candidates: {result.candidates.shape[0]}; "
+        f"effective support: {result.support_size}; chi2 {result.chi2:.1f} for "
+        f"{result.functions} functions; PSI: {'yes' if summary.pca else 'no'}"
+    )
 
     null_shares = summary.null_shares()
     # the noisy count is of the rows without a null; nulls are drawn independently per column
     rows = config.output.rows or max(1, round(summary.noisy_count / np.prod(1.0 - null_shares)))
     on_executors = config.output.sampling == "executors" or (
-        config.output.sampling == "auto" and rows > EXECUTOR_SAMPLING_ROWS)
+        config.output.sampling == "auto" and rows > EXECUTOR_SAMPLING_ROWS
+    )
     data: pa.Table | io.DataWriter
     if on_executors:
         partitions = config.output.partitions or max(1, -(-rows // 1_000_000))
-        data = io.sample_on_executors(run.spark(), result.candidates, result.weights, result.jitter,
-                                      run.codec, rows, int(run.rng.integers(2**62)), partitions,
-                                      null_shares if nullable.any() else None,
-                                      # lake formats stage unpartitioned rows; their commit partitions
-                                      config.output.partition_by if config.output.format == "parquet" else None)
+        data = io.sample_on_executors(
+            run.spark(),
+            result.candidates,
+            result.weights,
+            result.jitter,
+            run.codec,
+            rows,
+            int(run.rng.integers(2**62)),
+            partitions,
+            null_shares if nullable.any() else None,
+            # lake formats stage unpartitioned rows; their commit partitions
+            config.output.partition_by if config.output.format == "parquet" else None,
+        )
         distinct: int | None = None
     else:
         with run.log.stage("sampling"):
@@ -77,28 +98,53 @@ def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
 
     mechanism = {
         "reference": "Wang et al., Differentially Private Data Releasing for Smooth Queries, "
-                     "JMLR 2016, Section 5.2 (Algorithms 3 and 4); maximum-entropy fit "
-                     "(docs/mechanisms.md)",
+        "JMLR 2016, Section 5.2 (Algorithms 3 and 4); maximum-entropy fit "
+        "(docs/mechanisms.md)",
         "parameters": params.model_dump(mode="json"),
-        "basis": {"size": summary.functions, "max_degree": summary.basis.degree,
-                  "pair_terms": bool(((summary.basis.indices != 0).sum(axis=1) == 2).any())
-                  or summary.factor_pairs is not None,
-                  "pairs_on_spread_factors": 0 if summary.factor_pairs is None else summary.factor_pairs.size,
-                  "spread_columns": [] if summary.factor_pairs is None else [
-                      name for name, spread in zip(run.bounds.columns, summary.factor_pairs.spread) if spread]},
+        "basis": {
+            "size": summary.functions,
+            "max_degree": summary.basis.degree,
+            "pair_terms": bool(((summary.basis.indices != 0).sum(axis=1) == 2).any())
+            or summary.factor_pairs is not None,
+            "pairs_on_spread_factors": 0
+            if summary.factor_pairs is None
+            else summary.factor_pairs.size,
+            "spread_columns": []
+            if summary.factor_pairs is None
+            else [
+                name
+                for name, spread in zip(
+                    run.bounds.columns, summary.factor_pairs.spread, strict=False
+                )
+                if spread
+            ],
+        },
         "candidate_strategy": "psi" if summary.pca is not None else "moments",
         "candidates": int(result.candidates.shape[0]),
-        "null_shares": {name: float(p) for name, p, on in zip(run.bounds.columns, null_shares, nullable) if on},
+        "null_shares": {
+            name: float(p)
+            for name, p, on in zip(run.bounds.columns, null_shares, nullable, strict=False)
+            if on
+        },
         "reference_fit": "closest chi-square" if params.fit == "maxent" else "reduced LP",
         "reference_objective_l1": result.reference_objective,
-        "fit": {"method": params.fit, "objective_l1": result.fit_objective, "chi2": result.chi2,
-                "functions": result.functions, "kl_to_independent_prior": result.kl,
-                "effective_support": result.support_size},
+        "fit": {
+            "method": params.fit,
+            "objective_l1": result.fit_objective,
+            "chi2": result.chi2,
+            "functions": result.functions,
+            "kl_to_independent_prior": result.kl,
+            "effective_support": result.support_size,
+        },
     }
-    output = {"rows": rows, "distinct_rows": distinct,
-              "sampled_on": "executors" if on_executors else "driver",
-              "candidates_picked_by": "kernel herding" if not on_executors and herds(rows, params.herding_rows)
-              else "independent draws",
-              "files": "data/*.parquet, summary.json (DP noisy summary), manifest.json"}
+    output = {
+        "rows": rows,
+        "distinct_rows": distinct,
+        "sampled_on": "executors" if on_executors else "driver",
+        "candidates_picked_by": "kernel herding"
+        if not on_executors and herds(rows, params.herding_rows)
+        else "independent draws",
+        "files": "data/*.parquet, summary.json (DP noisy summary), manifest.json",
+    }
     manifest = run.manifest(accountant, mechanism, output, result.timings)
     return run.write(data, {"summary.json": summary.to_dict()}, manifest)

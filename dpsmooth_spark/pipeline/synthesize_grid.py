@@ -35,22 +35,39 @@ def run_synthesize_grid(config: ReleaseConfig, quiet: bool = False) -> ReleaseRe
             plan = plan_grid(noisy_count, run.bounds.d, params, config.privacy.delta)
         except ValueError:
             # the refusal depends on the noisy count: record the spend before saying anything
-            run.persist(accountant, {"columns": config.column_names, "refused": "LP too large",
-                                     "noisy_count": noisy_count})
+            run.persist(
+                accountant,
+                {
+                    "columns": config.column_names,
+                    "refused": "LP too large",
+                    "noisy_count": noisy_count,
+                },
+            )
             raise
         sums = run.data_pass(PassSpec(1, plan.degree, plan.grid_points), "data pass on the grid")
         with run.log.stage("noise"):
-            release = release_grid(sums, run.bounds, plan, noisy_count,
-                                   accountant.share(1.0 - params.count_fraction), accountant, run.noise)
+            release = release_grid(
+                sums,
+                run.bounds,
+                plan,
+                noisy_count,
+                accountant.share(1.0 - params.count_fraction),
+                accountant,
+                run.noise,
+            )
             run.persist(accountant, release.to_dict())
     else:
         if "targets" not in run.previous.statistics:
-            raise ValueError(f"release {run.release_id} was refused (LP too large); use a new release id")
+            raise ValueError(
+                f"release {run.release_id} was refused (LP too large); use a new release id"
+            )
         release = GridRelease.from_dict(run.previous.statistics)
         accountant = run.reused_accountant()
     plan = release.plan
-    run.log.note(f"t = {plan.degree}, N = {plan.grid_points}, L = {plan.levels}: LP with "
-                 f"{plan.degree ** run.bounds.d - 1} rows and {plan.grid_points ** run.bounds.d} columns")
+    run.log.note(
+        f"t = {plan.degree}, N = {plan.grid_points}, L = {plan.levels}: LP with "
+        f"{plan.degree**run.bounds.d - 1} rows and {plan.grid_points**run.bounds.d} columns"
+    )
     with run.log.stage("LP"):
         points, weights, objective = fit_grid(release, params.lp_solver)
     rows = config.output.rows or plan.rows
@@ -59,12 +76,18 @@ def run_synthesize_grid(config: ReleaseConfig, quiet: bool = False) -> ReleaseRe
         table = run.codec.decode(values)
     mechanism = {
         "reference": "Wang et al., Differentially Private Data Releasing for Smooth Queries, "
-                     "JMLR 2016, Algorithm 3 (Section 5.1 in the (epsilon, delta) mode)",
+        "JMLR 2016, Algorithm 3 (Section 5.1 in the (epsilon, delta) mode)",
         "parameters": params.model_dump(mode="json"),
-        "degree": plan.degree, "grid_points": plan.grid_points, "levels": plan.levels,
-        "lp_objective_l1": objective, "lp_support": int((weights > 0).sum()),
+        "degree": plan.degree,
+        "grid_points": plan.grid_points,
+        "levels": plan.levels,
+        "lp_objective_l1": objective,
+        "lp_support": int((weights > 0).sum()),
     }
-    output = {"rows": rows, "distinct_rows": int(np.count_nonzero(weights > 0)),
-              "files": "data/*.parquet, summary.json (DP rounded targets), manifest.json"}
+    output = {
+        "rows": rows,
+        "distinct_rows": int(np.count_nonzero(weights > 0)),
+        "files": "data/*.parquet, summary.json (DP rounded targets), manifest.json",
+    }
     manifest = run.manifest(accountant, mechanism, output, {})
     return run.write(table, {"summary.json": release.to_dict()}, manifest)

@@ -96,8 +96,14 @@ class PrivacyAccountant:
             return sensitivity * invocations / budget
         return sensitivity * math.sqrt(invocations / (2.0 * budget))
 
-    def charge(self, stage: str, sensitivity: float, scale: float, invocations: int = 1,
-               mechanism: str | None = None) -> StageCharge:
+    def charge(
+        self,
+        stage: str,
+        sensitivity: float,
+        scale: float,
+        invocations: int = 1,
+        mechanism: str | None = None,
+    ) -> StageCharge:
         """Record a stage that added noise of ``scale`` for ``sensitivity``, and check the total.
 
         The cost of one invocation is ``e = sensitivity / scale`` (pure, Laplace) or
@@ -106,11 +112,23 @@ class PrivacyAccountant:
         (Bun and Steinke, Proposition 1.4), which is the same formula.
         """
         if self.pure:
-            entry = StageCharge(stage, mechanism or "laplace", sensitivity, scale, invocations,
-                                epsilon=invocations * sensitivity / scale)
+            entry = StageCharge(
+                stage,
+                mechanism or "laplace",
+                sensitivity,
+                scale,
+                invocations,
+                epsilon=invocations * sensitivity / scale,
+            )
         else:
-            entry = StageCharge(stage, mechanism or "gaussian", sensitivity, scale, invocations,
-                                rho=invocations * sensitivity**2 / (2.0 * scale**2))
+            entry = StageCharge(
+                stage,
+                mechanism or "gaussian",
+                sensitivity,
+                scale,
+                invocations,
+                rho=invocations * sensitivity**2 / (2.0 * scale**2),
+            )
         return self._record(entry)
 
     def _record(self, entry: StageCharge) -> StageCharge:
@@ -122,12 +140,15 @@ class PrivacyAccountant:
 
     def selection_scale(self, sensitivity: float, budget: float, k: int) -> float:
         """Noise scale of a noisy top-``k`` selection (:meth:`NoiseSource.top_k`) among scores of
-        L-infinity ``sensitivity`` that spends ``budget`` (the inverse of :meth:`charge_selection`)."""
+        L-infinity ``sensitivity`` that spends ``budget`` (the inverse of
+        :meth:`charge_selection`)."""
         if k < 1:
             raise ValueError("a selection needs k >= 1")
         # k picks cost what k Laplace releases of sensitivity 2 s (pure) or k Gaussian releases
         # of sensitivity s (zCDP) cost at the same scale
-        return self.noise_scale(2.0 * sensitivity if self.pure else sensitivity, budget, invocations=k)
+        return self.noise_scale(
+            2.0 * sensitivity if self.pure else sensitivity, budget, invocations=k
+        )
 
     def charge_selection(self, stage: str, sensitivity: float, scale: float, k: int) -> StageCharge:
         """Record a noisy top-``k`` selection: ``k`` exponential mechanisms, each
@@ -136,9 +157,15 @@ class PrivacyAccountant:
         costs OpenDP's ``make_noisy_top_k`` states for scores that may move either way
         (docs/privacy.md section 3e)."""
         step = 2.0 * sensitivity / scale
-        entry = StageCharge(stage, "noisy_top_k", sensitivity, scale, k,
-                            epsilon=float(k * step) if self.pure else 0.0,
-                            rho=0.0 if self.pure else float(k * step**2 / 8.0))
+        entry = StageCharge(
+            stage,
+            "noisy_top_k",
+            sensitivity,
+            scale,
+            k,
+            epsilon=float(k * step) if self.pure else 0.0,
+            rho=0.0 if self.pure else float(k * step**2 / 8.0),
+        )
         return self._record(entry)
 
     @property

@@ -19,12 +19,17 @@ from scipy.stats import beta
 def clopper_pearson(successes: int, trials: int, alpha: float) -> tuple[float, float]:
     """Two-sided exact binomial confidence interval at level ``1 - alpha``."""
     low = 0.0 if successes == 0 else float(beta.ppf(alpha / 2, successes, trials - successes + 1))
-    high = 1.0 if successes == trials else float(beta.ppf(1 - alpha / 2, successes + 1, trials - successes))
+    high = (
+        1.0
+        if successes == trials
+        else float(beta.ppf(1 - alpha / 2, successes + 1, trials - successes))
+    )
     return low, high
 
 
-def epsilon_lower_bound(scores_d: np.ndarray, scores_d_prime: np.ndarray, thresholds: np.ndarray,
-                        alpha: float = 1e-3) -> float:
+def epsilon_lower_bound(
+    scores_d: np.ndarray, scores_d_prime: np.ndarray, thresholds: np.ndarray, alpha: float = 1e-3
+) -> float:
     """Largest epsilon certified by threshold tests on the two score samples (both directions).
 
     Args:
@@ -39,8 +44,12 @@ def epsilon_lower_bound(scores_d: np.ndarray, scores_d_prime: np.ndarray, thresh
     for t in thresholds:
         k_d = int((scores_d > t).sum())
         k_p = int((scores_d_prime > t).sum())
-        for a, n_a, b, n_b in ((k_d, n_d, k_p, n_p), (k_p, n_p, k_d, n_d),
-                               (n_d - k_d, n_d, n_p - k_p, n_p), (n_p - k_p, n_p, n_d - k_d, n_d)):
+        for a, n_a, b, n_b in (
+            (k_d, n_d, k_p, n_p),
+            (k_p, n_p, k_d, n_d),
+            (n_d - k_d, n_d, n_p - k_p, n_p),
+            (n_p - k_p, n_p, n_d - k_d, n_d),
+        ):
             low_a, _ = clopper_pearson(a, n_a, per_test)
             _, high_b = clopper_pearson(b, n_b, per_test)
             if low_a > 0 and high_b > 0:
@@ -48,8 +57,11 @@ def epsilon_lower_bound(scores_d: np.ndarray, scores_d_prime: np.ndarray, thresh
     return best
 
 
-def beyond_both(outputs: np.ndarray, values_d: np.ndarray, values_d_prime: np.ndarray) -> np.ndarray:
-    """Score ``min_i s_i (y_i - far_i)``: positive iff every coordinate lies beyond both true values.
+def beyond_both(
+    outputs: np.ndarray, values_d: np.ndarray, values_d_prime: np.ndarray
+) -> np.ndarray:
+    """Score ``min_i s_i (y_i - far_i)``: positive iff every coordinate lies beyond both true
+    values.
 
     ``s_i`` is the direction from ``D`` to ``D'`` in coordinate ``i`` (coordinates that do not move
     are ignored) and ``far_i`` the true value further along it. For Laplace noise the density ratio
@@ -58,6 +70,9 @@ def beyond_both(outputs: np.ndarray, values_d: np.ndarray, values_d_prime: np.nd
     shift = np.asarray(values_d_prime, float) - np.asarray(values_d, float)
     moving = np.abs(shift) > 1e-12
     sign = np.sign(shift[moving])
-    far = np.where(sign > 0, np.maximum(values_d, values_d_prime)[moving],
-                   np.minimum(values_d, values_d_prime)[moving])
+    far = np.where(
+        sign > 0,
+        np.maximum(values_d, values_d_prime)[moving],
+        np.minimum(values_d, values_d_prime)[moving],
+    )
     return (sign * (outputs[:, moving] - far)).min(axis=1)

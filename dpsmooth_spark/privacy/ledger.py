@@ -92,14 +92,17 @@ class BudgetLedger:
     def find(self, release_id: str) -> LedgerEntry | None:
         """The entry of ``release_id``, if any."""
         with closing(self._connect()) as conn:
-            row = conn.execute("SELECT * FROM releases WHERE release_id = ?", (release_id,)).fetchone()
+            row = conn.execute(
+                "SELECT * FROM releases WHERE release_id = ?", (release_id,)
+            ).fetchone()
         return _entry(row) if row else None
 
     def entries(self, table_id: str) -> list[LedgerEntry]:
         """Every release of ``table_id``, oldest first."""
         with closing(self._connect()) as conn:
-            rows = conn.execute("SELECT * FROM releases WHERE table_id = ? ORDER BY created_utc, rowid",
-                                (table_id,)).fetchall()
+            rows = conn.execute(
+                "SELECT * FROM releases WHERE table_id = ? ORDER BY created_utc, rowid", (table_id,)
+            ).fetchall()
         return [_entry(r) for r in rows]
 
     def spent(self, table_id: str) -> tuple[float, float]:
@@ -107,53 +110,87 @@ class BudgetLedger:
         entries = self.entries(table_id)
         return sum(e.epsilon for e in entries), sum(e.delta for e in entries)
 
-    def check_budget(self, table_id: str, epsilon: float, delta: float,
-                     lifetime: tuple[float, float] | None) -> None:
+    def check_budget(
+        self, table_id: str, epsilon: float, delta: float, lifetime: tuple[float, float] | None
+    ) -> None:
         """Raise :class:`BudgetExceededError` if a release of (epsilon, delta) would not fit."""
         if lifetime is None:
             return
         spent_eps, spent_delta = self.spent(table_id)
-        if spent_eps + epsilon > lifetime[0] * (1 + 1e-12) or spent_delta + delta > lifetime[1] * (1 + 1e-12):
+        if spent_eps + epsilon > lifetime[0] * (1 + 1e-12) or spent_delta + delta > lifetime[1] * (
+            1 + 1e-12
+        ):
             raise BudgetExceededError(
-                f"a release of epsilon={epsilon}, delta={delta} would exceed the lifetime budget of "
+                f"a release of epsilon={epsilon}, delta={delta} would exceed the lifetime budget "
+                f"of "
                 f"table {table_id!r} (epsilon={lifetime[0]}, delta={lifetime[1]}); already spent "
-                f"epsilon={spent_eps:.6g}, delta={spent_delta:.3g}.\n{self.format(table_id)}")
+                f"epsilon={spent_eps:.6g}, delta={spent_delta:.3g}.\n{self.format(table_id)}"
+            )
 
-    def record_statistics(self, release_id: str, table_id: str, mechanism: str, epsilon: float,
-                          delta: float, accounting: dict[str, Any], statistics: dict[str, Any],
-                          lifetime: tuple[float, float] | None) -> None:
+    def record_statistics(
+        self,
+        release_id: str,
+        table_id: str,
+        mechanism: str,
+        epsilon: float,
+        delta: float,
+        accounting: dict[str, Any],
+        statistics: dict[str, Any],
+        lifetime: tuple[float, float] | None,
+    ) -> None:
         """Check the lifetime budget and persist the DP statistics in one transaction."""
         with closing(self._connect()) as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                if conn.execute("SELECT 1 FROM releases WHERE release_id = ?", (release_id,)).fetchone():
+                if conn.execute(
+                    "SELECT 1 FROM releases WHERE release_id = ?", (release_id,)
+                ).fetchone():
                     raise LedgerConflictError(f"release id {release_id!r} is already in the ledger")
                 self.check_budget(table_id, epsilon, delta, lifetime)
                 conn.execute(
-                    "INSERT INTO releases (release_id, table_id, mechanism, epsilon, delta, accounting,"
-                    " statistics, status, created_utc) VALUES (?, ?, ?, ?, ?, ?, ?, 'statistics', ?)",
-                    (release_id, table_id, mechanism, epsilon, delta, json.dumps(accounting),
-                     json.dumps(statistics), _now()))
+                    "INSERT INTO releases (release_id, table_id, mechanism, epsilon, delta, "
+                    "accounting,"
+                    " statistics, status, created_utc) VALUES (?, ?, ?, ?, ?, ?, ?, 'statistics', "
+                    "?)",
+                    (
+                        release_id,
+                        table_id,
+                        mechanism,
+                        epsilon,
+                        delta,
+                        json.dumps(accounting),
+                        json.dumps(statistics),
+                        _now(),
+                    ),
+                )
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
 
-    def mark_complete(self, release_id: str, output_path: str, content_sha256: dict[str, str]) -> None:
+    def mark_complete(
+        self, release_id: str, output_path: str, content_sha256: dict[str, str]
+    ) -> None:
         """Record that the release folder of ``release_id`` was written."""
         with closing(self._connect()) as conn, conn:
             conn.execute(
                 "UPDATE releases SET status = 'complete', completed_utc = ?, output_path = ?,"
                 " content_sha256 = ? WHERE release_id = ?",
-                (_now(), output_path, json.dumps(content_sha256), release_id))
+                (_now(), output_path, json.dumps(content_sha256), release_id),
+            )
 
     def format(self, table_id: str) -> str:
         """The ledger of ``table_id`` as a text table (for error messages and the CLI)."""
-        lines = [f"ledger {self.path} for table {table_id!r}:",
-                 f"  {'release_id':<34} {'mechanism':<12} {'epsilon':>9} {'delta':>9}  {'status':<10} created"]
+        lines = [
+            f"ledger {self.path} for table {table_id!r}:",
+            f"  {'release_id':<34} {'mechanism':<12} {'epsilon':>9} {'delta':>9}  {'status':<10} "
+            f"created",
+        ]
         for e in self.entries(table_id):
-            lines.append(f"  {e.release_id:<34} {e.mechanism:<12} {e.epsilon:>9.4g} {e.delta:>9.3g}  "
-                         f"{e.status:<10} {e.created_utc}")
+            lines.append(
+                f"  {e.release_id:<34} {e.mechanism:<12} {e.epsilon:>9.4g} {e.delta:>9.3g}  "
+                f"{e.status:<10} {e.created_utc}"
+            )
         return "\n".join(lines)
 
 
@@ -162,8 +199,31 @@ def _now() -> str:
 
 
 def _entry(row: tuple) -> LedgerEntry:
-    (release_id, table_id, mechanism, epsilon, delta, accounting, statistics, status, created,
-     completed, output_path, hashes) = row
-    return LedgerEntry(release_id, table_id, mechanism, epsilon, delta, json.loads(accounting),
-                       json.loads(statistics), status, created, completed, output_path,
-                       json.loads(hashes) if hashes else None)
+    (
+        release_id,
+        table_id,
+        mechanism,
+        epsilon,
+        delta,
+        accounting,
+        statistics,
+        status,
+        created,
+        completed,
+        output_path,
+        hashes,
+    ) = row
+    return LedgerEntry(
+        release_id,
+        table_id,
+        mechanism,
+        epsilon,
+        delta,
+        json.loads(accounting),
+        json.loads(statistics),
+        status,
+        created,
+        completed,
+        output_path,
+        json.loads(hashes) if hashes else None,
+    )

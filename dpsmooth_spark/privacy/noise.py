@@ -101,8 +101,9 @@ def top_k_measurement(k: int, scale: float, pure: bool):
     dp.enable_features("contrib")
     domain = dp.vector_domain(dp.atom_domain(T=float, nan=False))
     measure = dp.max_divergence() if pure else dp.zero_concentrated_divergence()
-    return dp.m.make_noisy_top_k(domain, dp.linf_distance(T=float, monotonic=False), measure,
-                                 k=int(k), scale=float(scale))
+    return dp.m.make_noisy_top_k(
+        domain, dp.linf_distance(T=float, monotonic=False), measure, k=int(k), scale=float(scale)
+    )
 
 
 def _opendp_top_k(scores: np.ndarray, k: int, scale: float, pure: bool) -> np.ndarray:

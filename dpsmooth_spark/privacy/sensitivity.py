@@ -24,7 +24,8 @@ def basis_sums_l2(num_functions: int) -> float:
 
 
 def histograms_l1(d: int) -> float:
-    """L1 sensitivity of d one-way histograms: a record adds 1 to one cell of each (privacy.md §3c)."""
+    """L1 sensitivity of d one-way histograms: a record adds 1 to one cell of each (privacy.md
+    §3c)."""
     return float(d)
 
 
@@ -40,7 +41,8 @@ def pooled_histogram_l1(m: int) -> float:
 
 
 def psi_product_l1(d: int, k: int) -> float:
-    """L1 sensitivity of ``S X`` with ``S = sum x x^T``, ``X`` orthonormal ``d x k`` (privacy.md §4).
+    """L1 sensitivity of ``S X`` with ``S = sum x x^T``, ``X`` orthonormal ``d x k`` (privacy.md
+    §4).
 
     ``||x x^T X||_1 = ||x||_1 ||X^T x||_1 <= d * sqrt(k) ||x||_2 <= d^{3/2} sqrt(k)``.
     """
@@ -48,5 +50,6 @@ def psi_product_l1(d: int, k: int) -> float:
 
 
 def psi_product_l2(d: int) -> float:
-    """L2 (Frobenius) sensitivity of ``S X``: ``||x||_2 ||X^T x||_2 <= ||x||_2^2 <= d`` (privacy.md §4)."""
+    """L2 (Frobenius) sensitivity of ``S X``: ``||x||_2 ||X^T x||_2 <= ||x||_2^2 <= d`` (privacy.md
+    §4)."""
     return float(d)

@@ -44,14 +44,24 @@ class SparseVector:
     _pool: list[float] = field(default_factory=list)
 
     @classmethod
-    def start(cls, threshold: float, sensitivity: float, max_above: int, budget: float,
-              accountant: PrivacyAccountant, noise: NoiseSource, stage: str = "sparse_vector") -> SparseVector:
-        """Calibrate ``sigma`` for ``budget`` (epsilon or rho) over ``max_above`` rounds and charge it."""
+    def start(
+        cls,
+        threshold: float,
+        sensitivity: float,
+        max_above: int,
+        budget: float,
+        accountant: PrivacyAccountant,
+        noise: NoiseSource,
+        stage: str = "sparse_vector",
+    ) -> SparseVector:
+        """Calibrate ``sigma`` for ``budget`` (epsilon or rho) over ``max_above`` rounds and charge
+        it."""
         if max_above < 1:
             raise ValueError("the sparse vector needs max_above >= 1")
         sigma = accountant.noise_scale(2.0 * sensitivity, budget, invocations=max_above)
-        accountant.charge(stage, 2.0 * sensitivity, sigma, invocations=max_above,
-                          mechanism="sparse_vector")
+        accountant.charge(
+            stage, 2.0 * sensitivity, sigma, invocations=max_above, mechanism="sparse_vector"
+        )
         run = cls(threshold, sigma, max_above, noise)
         run._redraw_threshold()
         return run
@@ -76,4 +86,6 @@ class SparseVector:
         return False
 
     def _redraw_threshold(self) -> None:
-        self._noisy_threshold = self.threshold + float(self.noise.laplace(np.zeros(1), self.sigma)[0])
+        self._noisy_threshold = self.threshold + float(
+            self.noise.laplace(np.zeros(1), self.sigma)[0]
+        )

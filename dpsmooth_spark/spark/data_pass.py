@@ -27,8 +27,10 @@ from dpsmooth_spark.core.columns import TableCodec, numeric_codec
 from dpsmooth_spark.spark.io import quote
 from dpsmooth_spark.spark.session import default_parallelism
 
-RESULT_SCHEMA = ("gram_hi binary, gram_lo binary, tensor_hi binary, tensor_lo binary, histograms binary, "
-                 "nulls binary, rows_seen long, rows_invalid long, rows_clamped long, rows_null long")
+RESULT_SCHEMA = (
+    "gram_hi binary, gram_lo binary, tensor_hi binary, tensor_lo binary, histograms binary, "
+    "nulls binary, rows_seen long, rows_invalid long, rows_clamped long, rows_null long"
+)
 """One (partial) result: each exact integer ``v`` of the Gram matrix and the tensor sums travels as
 two int64 limbs with ``v = hi * 2**LIMB_BITS + lo``. A task's limbs lie below 2**32 in magnitude,
 so adding the limbs of up to 2**31 results in int64 is exact, in any order."""
@@ -43,7 +45,10 @@ def as_codec(columns: PublicBounds | TableCodec) -> TableCodec:
     """A codec for ``columns``: bounds alone mean float columns on those bounds."""
     if isinstance(columns, TableCodec):
         return columns
-    codecs = tuple(numeric_codec(n, lo, hi) for n, lo, hi in zip(columns.columns, columns.lower, columns.upper))
+    codecs = tuple(
+        numeric_codec(n, lo, hi)
+        for n, lo, hi in zip(columns.columns, columns.lower, columns.upper, strict=False)
+    )
     return TableCodec(codecs, columns.columns)
 
 
@@ -78,8 +83,9 @@ def _limbs(values: np.ndarray | None) -> tuple[bytes, bytes]:
 
 def _from_limbs(hi: bytes, lo: bytes) -> np.ndarray:
     """The exact integers (object array of Python ints) of two limb buffers."""
-    return (np.frombuffer(hi, dtype=np.int64).astype(object) * (1 << LIMB_BITS)
-            + np.frombuffer(lo, dtype=np.int64).astype(object))
+    return np.frombuffer(hi, dtype=np.int64).astype(object) * (1 << LIMB_BITS) + np.frombuffer(
+        lo, dtype=np.int64
+    ).astype(object)
 
 
 def _result_batch(sums: ExactSums) -> pa.RecordBatch:
@@ -88,12 +94,20 @@ def _result_batch(sums: ExactSums) -> pa.RecordBatch:
     tensor_hi, tensor_lo = _limbs(sums.tensor)
     histograms = b"" if sums.histograms is None else sums.histograms.astype(np.int64).tobytes()
     nulls = b"" if sums.nulls is None else sums.nulls.astype(np.int64).tobytes()
-    return pa.RecordBatch.from_pydict({
-        "gram_hi": [gram_hi], "gram_lo": [gram_lo], "tensor_hi": [tensor_hi], "tensor_lo": [tensor_lo],
-        "histograms": [histograms], "nulls": [nulls],
-        "rows_seen": [sums.rows_seen], "rows_invalid": [sums.rows_invalid], "rows_clamped": [sums.rows_clamped],
-        "rows_null": [sums.rows_null],
-    })
+    return pa.RecordBatch.from_pydict(
+        {
+            "gram_hi": [gram_hi],
+            "gram_lo": [gram_lo],
+            "tensor_hi": [tensor_hi],
+            "tensor_lo": [tensor_lo],
+            "histograms": [histograms],
+            "nulls": [nulls],
+            "rows_seen": [sums.rows_seen],
+            "rows_invalid": [sums.rows_invalid],
+            "rows_clamped": [sums.rows_clamped],
+            "rows_null": [sums.rows_null],
+        }
+    )
 
 
 def _merge_table(table: pa.Table) -> pa.Table:
@@ -104,8 +118,12 @@ def _merge_table(table: pa.Table) -> pa.Table:
         out[name] = [np.sum(parts, axis=0, dtype=np.int64).tobytes() if parts else b""]
     for name in _COUNTERS:
         out[name] = [sum(table.column(name).to_pylist())]
-    return pa.table(out, schema=pa.schema([(n, pa.binary()) for n in _LIMB_COLUMNS]
-                                          + [(n, pa.int64()) for n in _COUNTERS]))
+    return pa.table(
+        out,
+        schema=pa.schema(
+            [(n, pa.binary()) for n in _LIMB_COLUMNS] + [(n, pa.int64()) for n in _COUNTERS]
+        ),
+    )
 
 
 def _merge_results(results: DataFrame, d: int, spec: PassSpec) -> ExactSums:
@@ -113,22 +131,41 @@ def _merge_results(results: DataFrame, d: int, spec: PassSpec) -> ExactSums:
     driver receives a few results, not one per partition: tens of thousands on a large table,
     docs/scaling.md), then on the driver. DataFrame operations only, so the same code runs on
     classic Spark and on Spark Connect."""
-    grouped = results.selectExpr("*", f"spark_partition_id() % {MERGE_GROUPS} AS _group").groupBy("_group")
+    grouped = results.selectExpr("*", f"spark_partition_id() % {MERGE_GROUPS} AS _group").groupBy(
+        "_group"
+    )
     merged = _merge_table(grouped.applyInArrow(_merge_table, RESULT_SCHEMA).toArrow())
     if not merged.column("gram_hi")[0].as_py():
-        return ExactSums.zero(d, spec.degree, spec.tensor_degree, spec.histogram_cells, spec.null_cells)
+        return ExactSums.zero(
+            d, spec.degree, spec.tensor_degree, spec.histogram_cells, spec.null_cells
+        )
     size = 1 + d * spec.degree
     row = {name: merged.column(name)[0].as_py() for name in merged.column_names}
     tensor = _from_limbs(row["tensor_hi"], row["tensor_lo"]) if spec.tensor_degree else None
-    histograms = (np.frombuffer(row["histograms"], dtype=np.int64).reshape(d, spec.histogram_cells).copy()
-                  if spec.histogram_cells else None)
+    histograms = (
+        np.frombuffer(row["histograms"], dtype=np.int64).reshape(d, spec.histogram_cells).copy()
+        if spec.histogram_cells
+        else None
+    )
     nulls = np.frombuffer(row["nulls"], dtype=np.int64).copy() if spec.null_cells else None
-    return ExactSums(spec.degree, d, _from_limbs(row["gram_hi"], row["gram_lo"]).reshape(size, size),
-                     row["rows_seen"], row["rows_invalid"], row["rows_clamped"], spec.tensor_degree,
-                     tensor, histograms, nulls, row["rows_null"])
+    return ExactSums(
+        spec.degree,
+        d,
+        _from_limbs(row["gram_hi"], row["gram_lo"]).reshape(size, size),
+        row["rows_seen"],
+        row["rows_invalid"],
+        row["rows_clamped"],
+        spec.tensor_degree,
+        tensor,
+        histograms,
+        nulls,
+        row["rows_null"],
+    )
 
 
-def exact_sums(df: DataFrame, columns: PublicBounds | TableCodec, spec: int | PassSpec) -> ExactSums:
+def exact_sums(
+    df: DataFrame, columns: PublicBounds | TableCodec, spec: int | PassSpec
+) -> ExactSums:
     """Exact sufficient statistics of the encoded, bounded columns of ``df`` in one Spark job."""
     spec = spec if isinstance(spec, PassSpec) else PassSpec(spec)
     codec = as_codec(columns)
@@ -159,9 +196,14 @@ class StatisticSums:
         return self.rows_seen - self.rows_invalid
 
 
-def statistic_sums(df: DataFrame, columns: PublicBounds | TableCodec,
-                   sums_of: Callable[[np.ndarray], np.ndarray], unit: str = "original") -> StatisticSums:
-    """``sum over valid rows of sums_of(x)`` in one Spark job, ``x`` a batch ``(rows, d)`` clamped to
+def statistic_sums(
+    df: DataFrame,
+    columns: PublicBounds | TableCodec,
+    sums_of: Callable[[np.ndarray], np.ndarray],
+    unit: str = "original",
+) -> StatisticSums:
+    """``sum over valid rows of sums_of(x)`` in one Spark job, ``x`` a batch ``(rows, d)`` clamped
+    to
     the bounds in ``original`` units or scaled to ``[-1, 1]`` (``scaled``).
 
     Used by the Bernstein and distance mechanisms (their statistics are not basis sums) and by
@@ -185,15 +227,19 @@ def statistic_sums(df: DataFrame, columns: PublicBounds | TableCodec,
             part = sums_of(x if unit == "original" else scale_to_unit(x, lower, upper))
             total = part if total is None else total + part
         payload = b"" if total is None else np.asarray(total, dtype=np.float64).tobytes()
-        yield pa.RecordBatch.from_pydict({"sums": [payload], "seen": [seen], "invalid": [invalid],
-                                          "clamped": [clamped]})
+        yield pa.RecordBatch.from_pydict(
+            {"sums": [payload], "seen": [seen], "invalid": [invalid], "clamped": [clamped]}
+        )
 
     schema = "sums binary, seen long, invalid long, clamped long"
     result = df.selectExpr(*[quote(c) for c in codec.names]).mapInArrow(run, schema).collect()
     parts = [np.frombuffer(r["sums"], dtype=np.float64) for r in result if r["sums"]]
-    return StatisticSums(np.sum(parts, axis=0) if parts else np.zeros(0),
-                         sum(r["seen"] for r in result), sum(r["invalid"] for r in result),
-                         sum(r["clamped"] for r in result))
+    return StatisticSums(
+        np.sum(parts, axis=0) if parts else np.zeros(0),
+        sum(r["seen"] for r in result),
+        sum(r["invalid"] for r in result),
+        sum(r["clamped"] for r in result),
+    )
 
 
 def parquet_files(path: str | list[str]) -> list[str]:
@@ -206,8 +252,11 @@ def parquet_files(path: str | list[str]) -> list[str]:
     root = Path(path)
     if root.is_file():
         return [str(root)]
-    return [str(p) for p in sorted(root.rglob("*.parquet"))
-            if not any(part.startswith(("_", ".")) for part in p.relative_to(root).parts)]
+    return [
+        str(p)
+        for p in sorted(root.rglob("*.parquet"))
+        if not any(part.startswith(("_", ".")) for part in p.relative_to(root).parts)
+    ]
 
 
 def parquet_units(path: str | list[str]) -> list[tuple[str, int]]:
@@ -215,7 +264,11 @@ def parquet_units(path: str | list[str]) -> list[tuple[str, int]]:
     tasks of the arrow-reader pass."""
     import pyarrow.parquet as pq
 
-    return [(f, rg) for f in parquet_files(path) for rg in range(pq.ParquetFile(f).metadata.num_row_groups)]
+    return [
+        (f, rg)
+        for f in parquet_files(path)
+        for rg in range(pq.ParquetFile(f).metadata.num_row_groups)
+    ]
 
 
 def arrow_readable(path: str | list[str], columns: list[str]) -> bool:
@@ -229,8 +282,13 @@ def arrow_readable(path: str | list[str], columns: list[str]) -> bool:
     return bool(files) and set(columns) <= set(pq.read_schema(files[0]).names)
 
 
-def exact_sums_arrow(spark: SparkSession, path: str | list[str], columns: PublicBounds | TableCodec,
-                     spec: int | PassSpec, task_hook: Callable[[], None] | None = None) -> ExactSums:
+def exact_sums_arrow(
+    spark: SparkSession,
+    path: str | list[str],
+    columns: PublicBounds | TableCodec,
+    spec: int | PassSpec,
+    task_hook: Callable[[], None] | None = None,
+) -> ExactSums:
     """The same exact sums, with Spark scheduling Parquet row groups and tasks reading them with
     pyarrow directly (no JVM-to-Python row transfer). Local or mounted paths only.
 
@@ -252,7 +310,9 @@ def exact_sums_arrow(spark: SparkSession, path: str | list[str], columns: Public
 
         def arrays() -> Iterator[np.ndarray]:
             for batch in batches:
-                for file, group in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
+                for file, group in zip(
+                    batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=False
+                ):
                     table = pq.ParquetFile(file).read_row_group(group, columns=names)
                     if table.num_rows:
                         yield encode(table)
@@ -260,7 +320,9 @@ def exact_sums_arrow(spark: SparkSession, path: str | list[str], columns: Public
         yield _result_batch(partial_sums(arrays(), lower, upper, spec))
 
     if not units:
-        return ExactSums.zero(bounds.d, spec.degree, spec.tensor_degree, spec.histogram_cells, spec.null_cells)
+        return ExactSums.zero(
+            bounds.d, spec.degree, spec.tensor_degree, spec.histogram_cells, spec.null_cells
+        )
     tasks = max(1, min(len(units), default_parallelism(spark) * 4))
     plan = spark.createDataFrame(units, "file string, row_group int").repartition(tasks)
     return _merge_results(plan.mapInArrow(run, RESULT_SCHEMA), bounds.d, spec)

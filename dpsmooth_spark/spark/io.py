@@ -25,8 +25,15 @@ from pyspark.sql import types as T
 from dpsmooth_spark.core.columns import ColumnTypeError, TableCodec, column_codec
 from dpsmooth_spark.spark import lake
 
-NUMERIC_TYPES = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType,
-                 T.DecimalType)
+NUMERIC_TYPES = (
+    T.ByteType,
+    T.ShortType,
+    T.IntegerType,
+    T.LongType,
+    T.FloatType,
+    T.DoubleType,
+    T.DecimalType,
+)
 DATA_DIR = "data"
 ROWS_PER_FILE = 1_000_000
 
@@ -49,8 +56,12 @@ def input_snapshot(source: Any) -> lake.SnapshotFiles | None:
         raise InputError(str(exc)) from None
 
 
-def read_input(spark: SparkSession, source: Any, codec: TableCodec | list[str],
-               snapshot: lake.SnapshotFiles | None = None) -> DataFrame:
+def read_input(
+    spark: SparkSession,
+    source: Any,
+    codec: TableCodec | list[str],
+    snapshot: lake.SnapshotFiles | None = None,
+) -> DataFrame:
     """The configured columns of the input (an :class:`~dpsmooth_spark.config.InputConfig`), in
     config order, ready for ``codec.encode``. Delta and Iceberg tables are read from their current
     snapshot's file list (pass ``snapshot`` when it was already looked up)."""
@@ -58,12 +69,19 @@ def read_input(spark: SparkSession, source: Any, codec: TableCodec | list[str],
     if snapshot is None:
         return read_table(spark, source.path, source.format, codec)
     if not snapshot.files:
-        raise InputError(f"the {source.format} table {source.path} has no data files; nothing was released")
+        raise InputError(
+            f"the {source.format} table {source.path} has no data files; nothing was released"
+        )
     return read_table(spark, snapshot.base, "parquet", codec, files=snapshot.files)
 
 
-def read_table(spark: SparkSession, path: str, fmt: str, codec: TableCodec | list[str],
-               files: list[str] | None = None) -> DataFrame:
+def read_table(
+    spark: SparkSession,
+    path: str,
+    fmt: str,
+    codec: TableCodec | list[str],
+    files: list[str] | None = None,
+) -> DataFrame:
     """The configured columns of the input table in config order, with their types (a list of
     names means float columns).
 
@@ -77,19 +95,32 @@ def read_table(spark: SparkSession, path: str, fmt: str, codec: TableCodec | lis
     available = {f.name: f.dataType for f in df.schema.fields}
     missing = [c for c in columns if c not in available]
     if missing:
-        raise InputError(f"columns not found in input: {missing}; the table has {sorted(available)}")
+        raise InputError(
+            f"columns not found in input: {missing}; the table has {sorted(available)}"
+        )
     if fmt == "csv":
-        types = {c.name: c.arrow_type for c in codec.columns} if isinstance(codec, TableCodec) else {}
+        types = (
+            {c.name: c.arrow_type for c in codec.columns} if isinstance(codec, TableCodec) else {}
+        )
         return df.selectExpr(*[_csv_cast(c, types.get(c, pa.float64())) for c in columns])
     if not isinstance(codec, TableCodec):
-        wrong = {c: available[c].simpleString() for c in columns if not isinstance(available[c], NUMERIC_TYPES)}
+        wrong = {
+            c: available[c].simpleString()
+            for c in columns
+            if not isinstance(available[c], NUMERIC_TYPES)
+        }
         if wrong:
             raise InputError(f"columns must be numeric, found {wrong}")
     return df.selectExpr(*[quote(c) for c in columns])
 
 
-CSV_TYPES = {pa.float64(): "DOUBLE", pa.int64(): "BIGINT", pa.bool_(): "BOOLEAN", pa.date32(): "DATE",
-             pa.timestamp("us"): "TIMESTAMP"}
+CSV_TYPES = {
+    pa.float64(): "DOUBLE",
+    pa.int64(): "BIGINT",
+    pa.bool_(): "BOOLEAN",
+    pa.date32(): "DATE",
+    pa.timestamp("us"): "TIMESTAMP",
+}
 """The SQL type a CSV column is parsed as (see ``_declared_type``; text stays text)."""
 
 
@@ -123,8 +154,12 @@ def quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def input_schema(source: Any, columns: list[str], spark: Callable[[], SparkSession],
-                 snapshot: lake.SnapshotFiles | None = None) -> pa.Schema:
+def input_schema(
+    source: Any,
+    columns: list[str],
+    spark: Callable[[], SparkSession],
+    snapshot: lake.SnapshotFiles | None = None,
+) -> pa.Schema:
     """The input table's schema (metadata, not data): from the first Parquet file's footer, or
     from Spark where the files do not hold every column (e.g. hive partition columns) or the
     path is remote. A CSV file's columns are all text here: :func:`table_codec` (``csv=True``)
@@ -133,7 +168,9 @@ def input_schema(source: Any, columns: list[str], spark: Callable[[], SparkSessi
 
     snapshot = snapshot or input_snapshot(source)
     if snapshot is not None and not snapshot.files:
-        raise InputError(f"the {source.format} table {source.path} has no data files; nothing was released")
+        raise InputError(
+            f"the {source.format} table {source.path} has no data files; nothing was released"
+        )
     target: str | list[str] = snapshot.files if snapshot is not None else source.path
     if source.format not in ("csv", "table") and not (isinstance(target, str) and "://" in target):
         if isinstance(target, str) and not os.path.exists(target):
@@ -142,17 +179,25 @@ def input_schema(source: Any, columns: list[str], spark: Callable[[], SparkSessi
             files = parquet_files(target)
             schema = pq.read_schema(files[0]) if files else None
         except (OSError, pa.ArrowException) as exc:
-            raise InputError(f"cannot read parquet input at {source.path}: {str(exc).splitlines()[0]}") from None
+            raise InputError(
+                f"cannot read parquet input at {source.path}: {str(exc).splitlines()[0]}"
+            ) from None
         if schema is not None and set(columns) <= set(schema.names):
             return schema
     base = snapshot.base if snapshot is not None else source.path
-    df = _open(spark(), base, "parquet" if snapshot is not None else source.format,
-               snapshot.files if snapshot is not None else None)  # a catalog table: spark.table
+    df = _open(
+        spark(),
+        base,
+        "parquet" if snapshot is not None else source.format,
+        snapshot.files if snapshot is not None else None,
+    )  # a catalog table: spark.table
     if source.format == "csv":
         return pa.schema([pa.field(f.name, pa.string()) for f in df.schema.fields])
     from pyspark.sql.pandas.types import to_arrow_type
 
-    return pa.schema([pa.field(f.name, to_arrow_type(f.dataType), f.nullable) for f in df.schema.fields])
+    return pa.schema(
+        [pa.field(f.name, to_arrow_type(f.dataType), f.nullable) for f in df.schema.fields]
+    )
 
 
 def table_codec(columns: list[Any], schema: pa.Schema, csv: bool = False) -> TableCodec:
@@ -164,14 +209,25 @@ def table_codec(columns: list[Any], schema: pa.Schema, csv: bool = False) -> Tab
     """
     missing = [c.name for c in columns if c.name not in schema.names]
     if missing:
-        raise InputError(f"columns not found in input: {missing}; the table has {sorted(schema.names)}")
+        raise InputError(
+            f"columns not found in input: {missing}; the table has {sorted(schema.names)}"
+        )
     codecs = []
     for c in columns:
         field = schema.field(c.name)
         arrow_type = _declared_type(c) if csv else field.type
         try:
-            codecs.append(column_codec(c.name, arrow_type, field.nullable, c.lower, c.upper,
-                                       tuple(c.values) if c.values is not None else None, c.nullable))
+            codecs.append(
+                column_codec(
+                    c.name,
+                    arrow_type,
+                    field.nullable,
+                    c.lower,
+                    c.upper,
+                    tuple(c.values) if c.values is not None else None,
+                    c.nullable,
+                )
+            )
         except ColumnTypeError as exc:
             raise InputError(f"{exc}; nothing was released") from None
     wanted = {c.name for c in columns}
@@ -205,7 +261,9 @@ def check_output_path(path: str, mode: str, release_id: str) -> None:
     """
     target = Path(path)
     if target.exists() and mode != "overwrite" and _release_id_of(target) != release_id:
-        raise OutputExistsError(f"output path exists: {path} (set output.mode: overwrite to replace it)")
+        raise OutputExistsError(
+            f"output path exists: {path} (set output.mode: overwrite to replace it)"
+        )
     if not target.parent.exists():
         target.parent.mkdir(parents=True, exist_ok=True)
     if not os.access(target.parent, os.W_OK):
@@ -233,11 +291,14 @@ def release_date() -> str:
 
 
 def partition_column(partition_by: str | None) -> str | None:
-    """The column an ``output.partition_by`` setting partitions by (``date``: :data:`DATE_COLUMN`)."""
+    """The column an ``output.partition_by`` setting partitions by (``date``:
+    :data:`DATE_COLUMN`)."""
     return DATE_COLUMN if partition_by == "date" else partition_by
 
 
-def _write_rows(table: pa.Table | DataWriter, folder: Path, partition_by: str | None = None) -> None:
+def _write_rows(
+    table: pa.Table | DataWriter, folder: Path, partition_by: str | None = None
+) -> None:
     """The synthetic rows as Parquet files in ``folder``: a writer fills it, a table is written in
     files of :data:`ROWS_PER_FILE` rows, or as Hive partitions of ``partition_by`` (a column of
     the table, or ``date``, which adds :data:`DATE_COLUMN`)."""
@@ -246,7 +307,9 @@ def _write_rows(table: pa.Table | DataWriter, folder: Path, partition_by: str | 
         return
     column = partition_column(partition_by)
     if partition_by == "date":
-        table = table.append_column(DATE_COLUMN, pa.array([release_date()] * table.num_rows, pa.string()))
+        table = table.append_column(
+            DATE_COLUMN, pa.array([release_date()] * table.num_rows, pa.string())
+        )
     if column is not None:
         pq.write_to_dataset(table, folder, partition_cols=[column], max_rows_per_file=1 << 20)
         return
@@ -255,8 +318,14 @@ def _write_rows(table: pa.Table | DataWriter, folder: Path, partition_by: str | 
         pq.write_table(table.slice(start, ROWS_PER_FILE), folder / f"part-{i:05d}.parquet")
 
 
-def write_release(path: str, table: pa.Table | DataWriter | None, documents: dict[str, dict[str, Any]],
-                  manifest: dict[str, Any], mode: str, partition_by: str | None = None) -> dict[str, str]:
+def write_release(
+    path: str,
+    table: pa.Table | DataWriter | None,
+    documents: dict[str, dict[str, Any]],
+    manifest: dict[str, Any],
+    mode: str,
+    partition_by: str | None = None,
+) -> dict[str, str]:
     """Write ``data/`` (a table, or a writer that fills the folder), the JSON ``documents`` and
     ``manifest.json`` as one unit.
 
@@ -277,7 +346,11 @@ def write_release(path: str, table: pa.Table | DataWriter | None, documents: dic
             _write_rows(table, staging / DATA_DIR, partition_by)
         for name, doc in documents.items():
             (staging / name).write_text(json.dumps(doc, indent=1))
-        hashes = {str(p.relative_to(staging)): _sha256(p) for p in sorted(staging.rglob("*")) if p.is_file()}
+        hashes = {
+            str(p.relative_to(staging)): _sha256(p)
+            for p in sorted(staging.rglob("*"))
+            if p.is_file()
+        }
         manifest = {**manifest, "content_sha256": hashes}
         (staging / "manifest.json").write_text(json.dumps(manifest, indent=1))
         _fsync_tree(staging)
@@ -291,18 +364,32 @@ def write_release(path: str, table: pa.Table | DataWriter | None, documents: dic
 def check_table_output(spark: SparkSession, output: Any) -> None:
     """Before any work: a catalog output table may exist only with ``overwrite``."""
     if output.mode != "overwrite" and spark.catalog.tableExists(output.path):
-        raise OutputExistsError(f"output catalog table exists: {output.path} "
-                                "(set output.mode: overwrite to replace it)")
+        raise OutputExistsError(
+            f"output catalog table exists: {output.path} (set output.mode: overwrite to replace it)"
+        )
 
 
-def write_table_release(spark: SparkSession, output: Any, side: Path, release_id: str,
-                        table: pa.Table | DataWriter | None, documents: dict[str, dict[str, Any]],
-                        manifest: dict[str, Any]) -> dict[str, str]:
+def write_table_release(
+    spark: SparkSession,
+    output: Any,
+    side: Path,
+    release_id: str,
+    table: pa.Table | DataWriter | None,
+    documents: dict[str, dict[str, Any]],
+    manifest: dict[str, Any],
+) -> dict[str, str]:
     """Publish a release to a table of the Spark catalog (``saveAsTable``): the documents go
     atomically to ``side/<release id>/``; the rows are staged as Parquet beside them (with the
     input's types) and written to the table by Spark in one job."""
-    manifest = {**manifest, "output": {**manifest.get("output", {}), "format": "table",
-                                      "table": output.path, "documents": str(side / release_id)}}
+    manifest = {
+        **manifest,
+        "output": {
+            **manifest.get("output", {}),
+            "format": "table",
+            "table": output.path,
+            "documents": str(side / release_id),
+        },
+    }
     side.mkdir(parents=True, exist_ok=True)
     hashes = write_release(str(side / release_id), None, documents, manifest, "overwrite")
     if table is None:
@@ -312,7 +399,9 @@ def write_table_release(spark: SparkSession, output: Any, side: Path, release_id
         staged.mkdir(parents=True)
         _write_rows(table, staged / DATA_DIR)
         rows = spark.read.parquet(str(staged / DATA_DIR))
-        rows.write.mode("overwrite" if output.mode == "overwrite" else "error").saveAsTable(output.path)
+        rows.write.mode("overwrite" if output.mode == "overwrite" else "error").saveAsTable(
+            output.path
+        )
     finally:
         shutil.rmtree(staged, ignore_errors=True)
     return hashes
@@ -323,16 +412,27 @@ def check_lake_output(output: Any, release_id: str) -> None:
     this release id already committed to it: a retry)."""
     try:
         exists = lake.table_exists(output.format, output.path, output.catalog)
-        if exists and output.mode != "overwrite" and release_id not in lake.committed_release_ids(
-                output.format, output.path, output.catalog):
-            raise OutputExistsError(f"output {output.format} table exists: {output.path} "
-                                    "(set output.mode: overwrite to replace its rows)")
+        if (
+            exists
+            and output.mode != "overwrite"
+            and release_id
+            not in lake.committed_release_ids(output.format, output.path, output.catalog)
+        ):
+            raise OutputExistsError(
+                f"output {output.format} table exists: {output.path} "
+                "(set output.mode: overwrite to replace its rows)"
+            )
     except lake.LakeError as exc:
         raise InputError(str(exc)) from None
 
 
-def write_lake_release(output: Any, release_id: str, table: pa.Table | DataWriter | None,
-                       documents: dict[str, dict[str, Any]], manifest: dict[str, Any]) -> dict[str, str]:
+def write_lake_release(
+    output: Any,
+    release_id: str,
+    table: pa.Table | DataWriter | None,
+    documents: dict[str, dict[str, Any]],
+    manifest: dict[str, Any],
+) -> dict[str, str]:
     """Publish a release to a Delta or Iceberg table (see :mod:`dpsmooth_spark.spark.lake`).
 
     The synthetic rows are staged as Parquet, the documents are written atomically to the side
@@ -343,9 +443,17 @@ def write_lake_release(output: Any, release_id: str, table: pa.Table | DataWrite
     side = lake.side_folder(fmt, path, catalog_cfg, release_id)
     side.parent.mkdir(parents=True, exist_ok=True)
     partition = partition_column(output.partition_by)
-    manifest = {**manifest, "output": {**manifest.get("output", {}), "format": fmt, "table": path,
-                                      "documents": str(side), "commit_property": {lake.RELEASE_KEY: release_id},
-                                      "partition_by": partition}}
+    manifest = {
+        **manifest,
+        "output": {
+            **manifest.get("output", {}),
+            "format": fmt,
+            "table": path,
+            "documents": str(side),
+            "commit_property": {lake.RELEASE_KEY: release_id},
+            "partition_by": partition,
+        },
+    }
     hashes = write_release(str(side), None, documents, manifest, "overwrite")
     if table is None or release_id in lake.committed_release_ids(fmt, path, catalog_cfg):
         return hashes
@@ -355,8 +463,16 @@ def write_lake_release(output: Any, release_id: str, table: pa.Table | DataWrite
     try:
         staged.mkdir(parents=True)
         _write_rows(table, staged / DATA_DIR)  # unpartitioned: the commit partitions
-        lake.commit(fmt, path, catalog_cfg, staged / DATA_DIR, output.mode, release_id, partition,
-                    {DATE_COLUMN: release_date()} if output.partition_by == "date" else {})
+        lake.commit(
+            fmt,
+            path,
+            catalog_cfg,
+            staged / DATA_DIR,
+            output.mode,
+            release_id,
+            partition,
+            {DATE_COLUMN: release_date()} if output.partition_by == "date" else {},
+        )
     except lake.LakeError as exc:
         raise OutputExistsError(str(exc)) from None
     finally:
@@ -365,7 +481,8 @@ def write_lake_release(output: Any, release_id: str, table: pa.Table | DataWrite
 
 
 def _remove_stale_staging(target: Path) -> None:
-    """Clean up after a job killed mid-write: restore a moved-aside release, drop staging folders."""
+    """Clean up after a job killed mid-write: restore a moved-aside release, drop staging
+    folders."""
     old = sorted(target.parent.glob(f".{target.name}.old-*"))
     if old and not target.exists():
         os.rename(old.pop(), target)
@@ -398,9 +515,18 @@ def _fsync_tree(root: Path) -> None:
                 os.fsync(fh.fileno())
 
 
-def sample_on_executors(spark: SparkSession, candidates: np.ndarray, weights: np.ndarray,
-                        jitter: np.ndarray, codec: TableCodec, rows: int, seed: int, partitions: int,
-                        null_shares: np.ndarray | None = None, partition_by: str | None = None) -> DataWriter:
+def sample_on_executors(
+    spark: SparkSession,
+    candidates: np.ndarray,
+    weights: np.ndarray,
+    jitter: np.ndarray,
+    codec: TableCodec,
+    rows: int,
+    seed: int,
+    partitions: int,
+    null_shares: np.ndarray | None = None,
+    partition_by: str | None = None,
+) -> DataWriter:
     """A writer that draws ``rows`` records inside the executors and writes them as Parquet with
     the input's column types (``codec``).
 
@@ -424,7 +550,9 @@ def sample_on_executors(spark: SparkSession, candidates: np.ndarray, weights: np
             for p in batch.column(0).to_numpy():
                 rng = np.random.default_rng([seed, int(p)])
                 scaled = sample_records(candidates, weights, int(shares[p]), jitter, rng)
-                nulls = None if null_shares is None else rng.uniform(size=scaled.shape) < null_shares
+                nulls = (
+                    None if null_shares is None else rng.uniform(size=scaled.shape) < null_shares
+                )
                 yield from codec.decode(bounds.unscale(scaled), nulls).to_batches()
 
     schema = from_arrow_schema(codec.schema())

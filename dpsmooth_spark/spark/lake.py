@@ -55,7 +55,9 @@ def catalog(cfg: Any) -> Any:
     config: a release looks it up several times)."""
     from pyiceberg.catalog.sql import SqlCatalog
 
-    warehouse = cfg.warehouse if "://" in cfg.warehouse else f"file://{Path(cfg.warehouse).resolve()}"
+    warehouse = (
+        cfg.warehouse if "://" in cfg.warehouse else f"file://{Path(cfg.warehouse).resolve()}"
+    )
     Path(_local(warehouse)).mkdir(parents=True, exist_ok=True)
     return SqlCatalog(cfg.name, uri=cfg.uri, warehouse=warehouse)
 
@@ -80,8 +82,10 @@ def snapshot_files(fmt: str, path: str, catalog_cfg: Any = None) -> SnapshotFile
             raise LakeError(f"no Iceberg table {path!r} in catalog {catalog_cfg.uri}") from None
         tasks = list(table.scan().plan_files())
         if any(task.delete_files for task in tasks):
-            raise LakeError(f"Iceberg table {path!r} has delete files; the data pass reads data files "
-                            "only and would count deleted rows: compact the table first")
+            raise LakeError(
+                f"Iceberg table {path!r} has delete files; the data pass reads data files "
+                "only and would count deleted rows: compact the table first"
+            )
         return SnapshotFiles([_local(t.file.file_path) for t in tasks], _local(table.location()))
     raise ValueError(f"not a lake format: {fmt}")
 
@@ -113,7 +117,9 @@ def side_folder(fmt: str, path: str, catalog_cfg: Any, release_id: str) -> Path:
 
 def staging_folder(fmt: str, path: str, catalog_cfg: Any) -> Path:
     """A fresh folder for the staged Parquet files of a lake release."""
-    parent = Path(path) if fmt == "delta" else Path(_local(catalog(catalog_cfg).properties["warehouse"]))
+    parent = (
+        Path(path) if fmt == "delta" else Path(_local(catalog(catalog_cfg).properties["warehouse"]))
+    )
     return parent / SIDE_DIR / f"staging-{uuid.uuid4().hex}"
 
 
@@ -131,8 +137,11 @@ def committed_release_ids(fmt: str, path: str, catalog_cfg: Any) -> set[str]:
         table = catalog(catalog_cfg).load_table(path)
     except NoSuchTableError:
         return set()
-    return {s.summary.additional_properties[RELEASE_KEY] for s in table.snapshots()
-            if s.summary is not None and RELEASE_KEY in s.summary.additional_properties}
+    return {
+        s.summary.additional_properties[RELEASE_KEY]
+        for s in table.snapshots()
+        if s.summary is not None and RELEASE_KEY in s.summary.additional_properties
+    }
 
 
 def table_exists(fmt: str, path: str, catalog_cfg: Any) -> bool:
@@ -159,8 +168,16 @@ def _batches(staged: Path, extra: dict[str, str]) -> tuple[pa.Schema, Iterator[p
     return schema, gen()
 
 
-def commit(fmt: str, path: str, catalog_cfg: Any, staged: Path, mode: str, release_id: str,
-           partition_by: str | None, extra_columns: dict[str, str]) -> None:
+def commit(
+    fmt: str,
+    path: str,
+    catalog_cfg: Any,
+    staged: Path,
+    mode: str,
+    release_id: str,
+    partition_by: str | None,
+    extra_columns: dict[str, str],
+) -> None:
     """Publish the staged Parquet rows as one commit that records ``release_id``.
 
     Args:
@@ -174,10 +191,14 @@ def commit(fmt: str, path: str, catalog_cfg: Any, staged: Path, mode: str, relea
     if fmt == "delta":
         from deltalake import CommitProperties, write_deltalake
 
-        write_deltalake(path, reader, mode="overwrite" if mode == "overwrite" else "error",
-                        partition_by=[partition_by] if partition_by else None,
-                        schema_mode="overwrite" if mode == "overwrite" else None,
-                        commit_properties=CommitProperties(custom_metadata={RELEASE_KEY: release_id}))
+        write_deltalake(
+            path,
+            reader,
+            mode="overwrite" if mode == "overwrite" else "error",
+            partition_by=[partition_by] if partition_by else None,
+            schema_mode="overwrite" if mode == "overwrite" else None,
+            commit_properties=CommitProperties(custom_metadata={RELEASE_KEY: release_id}),
+        )
         return
     cat = catalog(catalog_cfg)
     namespace = path.rsplit(".", 1)[0] if "." in path else "default"
@@ -185,11 +206,15 @@ def commit(fmt: str, path: str, catalog_cfg: Any, staged: Path, mode: str, relea
     properties = {RELEASE_KEY: release_id}
     if cat.table_exists(path):
         if mode != "overwrite":
-            raise LakeError(f"Iceberg table {path!r} exists (set output.mode: overwrite to replace its rows)")
+            raise LakeError(
+                f"Iceberg table {path!r} exists (set output.mode: overwrite to replace its rows)"
+            )
         table = cat.load_table(path)
         if table.schema().as_arrow().names != schema.names:
-            raise LakeError(f"Iceberg table {path!r} has columns {table.schema().as_arrow().names}, the "
-                            f"release has {schema.names}; write to a new table")
+            raise LakeError(
+                f"Iceberg table {path!r} has columns {table.schema().as_arrow().names}, the "
+                f"release has {schema.names}; write to a new table"
+            )
         with table.transaction() as tx:  # one commit: the first batch replaces, the rest append
             for i, batch in enumerate(reader):
                 rows = pa.Table.from_batches([batch], schema)
@@ -212,7 +237,9 @@ def read_delta_release(path: str, columns: list[str]) -> tuple[pa.Table, Path | 
 
     table = DeltaTable(path)
     ids = [h[RELEASE_KEY] for h in table.history() if RELEASE_KEY in h]  # newest first
-    return table.to_pyarrow_table(columns=columns), (Path(path) / SIDE_DIR / ids[0]) if ids else None
+    return table.to_pyarrow_table(columns=columns), (
+        Path(path) / SIDE_DIR / ids[0]
+    ) if ids else None
 
 
 def remove(folder: Path) -> None:

@@ -55,7 +55,11 @@ def overlap(a: Location, b: Location) -> bool:
     """True when two locations share a table or one's files lie within the other's."""
     if a.table is not None and a.table == b.table:
         return True
-    return a.root is not None and b.root is not None and (contains(a.root, b.root) or contains(b.root, a.root))
+    return (
+        a.root is not None
+        and b.root is not None
+        and (contains(a.root, b.root) or contains(b.root, a.root))
+    )
 
 
 def table_location(fmt: str, path: str, catalog_cfg: Any, what: str) -> Location:
@@ -66,7 +70,9 @@ def table_location(fmt: str, path: str, catalog_cfg: Any, what: str) -> Location
     if fmt != "iceberg":
         return Location(f"{what} {path}", normalise(path))
     identity = (catalog_cfg.uri, path)
-    return Location(f"{what} Iceberg table {path!r}", normalise(lake.table_root(path, catalog_cfg)), identity)
+    return Location(
+        f"{what} Iceberg table {path!r}", normalise(lake.table_root(path, catalog_cfg)), identity
+    )
 
 
 def check_no_overlap(config: Any, extra_output: str | None = None) -> None:
@@ -78,7 +84,9 @@ def check_no_overlap(config: Any, extra_output: str | None = None) -> None:
         OverlapError: naming both locations.
     """
     source = table_location(config.input.format, config.input.path, config.input.catalog, "input")
-    outputs = [table_location(config.output.format, config.output.path, config.output.catalog, "output")]
+    outputs = [
+        table_location(config.output.format, config.output.path, config.output.catalog, "output")
+    ]
     if extra_output is not None:
         outputs = [Location(f"report folder {extra_output}", normalise(extra_output))]
     for target in outputs:
@@ -86,10 +94,12 @@ def check_no_overlap(config: Any, extra_output: str | None = None) -> None:
             raise OverlapError(
                 f"the {target.what} overlaps the {source.what} (resolved: {target.root} and "
                 f"{source.root}); a release never writes into, over or around its own input. "
-                "Choose another output. Nothing was read, spent or written.")
+                "Choose another output. Nothing was read, spent or written."
+            )
     if extra_output is None and config.output.format != "table":
         ledger = normalise(config.ledger_path)
         if outputs[0].root is not None and contains(outputs[0].root, ledger):
             raise OverlapError(
                 f"the budget ledger {ledger} lies inside the {outputs[0].what}, which a release "
-                "replaces; set ledger.path outside it. Nothing was read, spent or written.")
+                "replaces; set ledger.path outside it. Nothing was read, spent or written."
+            )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from pyspark.sql import SparkSession
 
@@ -15,8 +15,12 @@ CONNECT_CONF = {"spark.sql.session.timeZone": "UTC"}
 """What a Connect session sets on the server (runtime settings only: the server owns the rest)."""
 
 
-def get_session(master: str = "local[*]", conf: dict[str, str] | None = None,
-                app_name: str = "dpsmooth-spark", remote: str | None = None) -> SparkSession:
+def get_session(
+    master: str = "local[*]",
+    conf: dict[str, str] | None = None,
+    app_name: str = "dpsmooth-spark",
+    remote: str | None = None,
+) -> SparkSession:
     """Return the active session or build one.
 
     With a remote (``remote``, else ``conf['spark.remote']``, else the ``SPARK_REMOTE``
@@ -29,10 +33,11 @@ def get_session(master: str = "local[*]", conf: dict[str, str] | None = None,
     if remote:  # the Connect builder itself: a classic session may run beside it (the tests)
         from pyspark.sql.connect.session import SparkSession as ConnectSession
 
-        builder = ConnectSession.builder.remote(remote).appName(app_name)
+        remote_builder = ConnectSession.builder.remote(remote).appName(app_name)
         for key, value in {**CONNECT_CONF, **conf}.items():
-            builder = builder.config(key, value)
-        return builder.getOrCreate()
+            remote_builder = remote_builder.config(key, value)
+        # the Connect session implements the classic session's DataFrame API, which is all we use
+        return cast(SparkSession, remote_builder.getOrCreate())
     active = SparkSession.getActiveSession()
     if active is not None:
         return active

@@ -34,9 +34,14 @@ SPARK_CONF = {
 
 def spark_job(task_id: str, script: str, args: list[str]) -> SparkSubmitOperator:
     """A ``spark-submit`` of one of the project's jobs with the shared archive and settings."""
-    return SparkSubmitOperator(task_id=task_id, application=f"{HOME}/jobs/{script}", py_files=PY_FILES,
-                               conf=SPARK_CONF, name=f"dpsmooth-{task_id}-{{{{ ds_nodash }}}}",
-                               application_args=args)
+    return SparkSubmitOperator(
+        task_id=task_id,
+        application=f"{HOME}/jobs/{script}",
+        py_files=PY_FILES,
+        conf=SPARK_CONF,
+        name=f"dpsmooth-{task_id}-{{{{ ds_nodash }}}}",
+        application_args=args,
+    )
 
 
 with DAG(
@@ -49,8 +54,14 @@ with DAG(
     default_args={"retries": 3, "retry_delay": timedelta(minutes=10)},
     tags=["privacy", "synthetic-data"],
 ) as dag:
-    synthesize = spark_job("synthesize", "synthesize.py", [
-        "--config", CONFIG, "--release-id", "{{ run_id }}", "--set", f"output.path={RELEASE}"])
-    evaluate = spark_job("evaluate", "evaluate.py", [
-        "--config", CONFIG, "--synthetic", RELEASE, "--out", RELEASE + "_report"])
+    synthesize = spark_job(
+        "synthesize",
+        "synthesize.py",
+        ["--config", CONFIG, "--release-id", "{{ run_id }}", "--set", f"output.path={RELEASE}"],
+    )
+    evaluate = spark_job(
+        "evaluate",
+        "evaluate.py",
+        ["--config", CONFIG, "--synthetic", RELEASE, "--out", RELEASE + "_report"],
+    )
     synthesize >> evaluate

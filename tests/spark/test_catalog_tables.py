@@ -1,4 +1,5 @@
-"""Catalog tables: ``input: {table: ...}`` reads through ``spark.table`` and ``output: {table: ...}``
+"""Catalog tables: ``input: {table: ...}`` reads through ``spark.table`` and ``output: {table:
+...}``
 writes with ``saveAsTable`` (the session's catalog: the local spark-warehouse here)."""
 
 from __future__ import annotations
@@ -20,8 +21,13 @@ def clinic(spark, tmp_path):
     """``clinic.patients`` (int age, bool smoker, float bmi) in a fresh database."""
     rng = np.random.default_rng(1)
     age = rng.integers(18, 90, 3000).astype(np.int32)
-    table = pa.table({"age": age, "smoker": rng.uniform(size=3000) < 0.3,
-                      "bmi": np.clip(20 + 0.1 * age + rng.normal(0, 3, 3000), 10, 60)})
+    table = pa.table(
+        {
+            "age": age,
+            "smoker": rng.uniform(size=3000) < 0.3,
+            "bmi": np.clip(20 + 0.1 * age + rng.normal(0, 3, 3000), 10, 60),
+        }
+    )
     spark.sql(f"CREATE DATABASE IF NOT EXISTS clinic LOCATION '{tmp_path / 'clinic.db'}'")
     spark.createDataFrame(table).write.mode("overwrite").saveAsTable("clinic.patients")
     yield table
@@ -29,11 +35,20 @@ def clinic(spark, tmp_path):
 
 
 def config(tmp_path, **extra) -> dict:
-    return {"input": {"table": "clinic.patients"},
-            "columns": [{"name": "age", "lower": 18, "upper": 90}, {"name": "smoker"},
-                        {"name": "bmi", "lower": 10, "upper": 60}],
-            "privacy": {"epsilon": 1.0}, "output": {"table": "clinic.patients_synth"},
-            "ledger": {"path": str(tmp_path / "ledger.sqlite")}, "seed": 2, "test_mode": True, **extra}
+    return {
+        "input": {"table": "clinic.patients"},
+        "columns": [
+            {"name": "age", "lower": 18, "upper": 90},
+            {"name": "smoker"},
+            {"name": "bmi", "lower": 10, "upper": 60},
+        ],
+        "privacy": {"epsilon": 1.0},
+        "output": {"table": "clinic.patients_synth"},
+        "ledger": {"path": str(tmp_path / "ledger.sqlite")},
+        "seed": 2,
+        "test_mode": True,
+        **extra,
+    }
 
 
 def test_catalog_table_in_and_out_keeps_the_schema(spark, clinic, tmp_path):
@@ -43,7 +58,13 @@ def test_catalog_table_in_and_out_keeps_the_schema(spark, clinic, tmp_path):
     rows = out.toArrow()
     assert abs(rows.num_rows - 3000) < 300 and rows["age"].to_numpy().min() >= 18
     assert report.manifest["output"]["path"] == "clinic.patients_synth"
-    assert (tmp_path / "_dpsmooth" / "clinic.patients_synth" / report.manifest["release_id"] / "manifest.json").exists()
+    assert (
+        tmp_path
+        / "_dpsmooth"
+        / "clinic.patients_synth"
+        / report.manifest["release_id"]
+        / "manifest.json"
+    ).exists()
     with pytest.raises(OutputExistsError, match="catalog table exists"):
         run_synthesize(parse_config(config(tmp_path)), quiet=True)
     again = config(tmp_path)

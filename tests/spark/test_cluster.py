@@ -26,39 +26,78 @@ ROOT = Path(__file__).resolve().parents[2]
 def cluster(tmp_path_factory):
     folder = tmp_path_factory.mktemp("cluster")
     env = dict(os.environ, CLUSTER_PORT=str(free_port()))
-    start = subprocess.run([str(ROOT / "scripts" / "cluster"), "start", str(folder)], env=env,
-                           capture_output=True, text=True, timeout=300, check=False)
+    start = subprocess.run(
+        [str(ROOT / "scripts" / "cluster"), "start", str(folder)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     try:
         assert start.returncode == 0, start.stderr[-3000:]
         yield start.stdout.strip().splitlines()[-1], folder
     finally:
-        subprocess.run([str(ROOT / "scripts" / "cluster"), "stop", str(folder)], env=env,
-                       capture_output=True, timeout=120, check=False)
+        subprocess.run(
+            [str(ROOT / "scripts" / "cluster"), "stop", str(folder)],
+            env=env,
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
 
 
-def test_spark_submit_to_a_standalone_cluster_equals_the_local_release(spark, cluster, tmp_path,
-                                                                       wdbc_config_dict):
+def test_spark_submit_to_a_standalone_cluster_equals_the_local_release(
+    spark, cluster, tmp_path, wdbc_config_dict
+):
     url, folder = cluster
     assert url.startswith("spark://127.0.0.1:")
-    package = subprocess.run([str(ROOT / "scripts" / "package")], capture_output=True, text=True,
-                             timeout=300, check=False)
+    package = subprocess.run(
+        [str(ROOT / "scripts" / "package")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert package.returncode == 0, package.stderr[-3000:]
-    data = dict(wdbc_config_dict, seed=17, test_mode=True, ledger={"path": str(tmp_path / "ledger.sqlite")},
-                output={"path": str(tmp_path / "cluster"), "sampling": "executors", "partitions": 4})
+    data = dict(
+        wdbc_config_dict,
+        seed=17,
+        test_mode=True,
+        ledger={"path": str(tmp_path / "ledger.sqlite")},
+        output={"path": str(tmp_path / "cluster"), "sampling": "executors", "partitions": 4},
+    )
     config = tmp_path / "release.yaml"
     config.write_text(yaml.safe_dump(data))
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
-    proc = subprocess.run([str(Path(sys.executable).parent / "spark-submit"), "--master", url,
-                           "--py-files", str(ROOT / "dist" / "dpsmooth_spark.zip"),
-                           str(ROOT / "jobs" / "synthesize.py"), "--config", str(config), "--quiet"],
-                          capture_output=True, text=True, env=env, timeout=400, check=False)
+    proc = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "spark-submit"),
+            "--master",
+            url,
+            "--py-files",
+            str(ROOT / "dist" / "dpsmooth_spark.zip"),
+            str(ROOT / "jobs" / "synthesize.py"),
+            "--config",
+            str(config),
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=400,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     # the work ran on the workers' executors, not in a local driver
     executors = [p for p in folder.glob("work-*/app-*/*") if p.is_dir()]
     assert len(executors) >= 2, sorted(folder.rglob("*"))[:20]
 
-    local = dict(data, output={**data["output"], "path": str(tmp_path / "local")},
-                 ledger={"path": str(tmp_path / "local.sqlite")})
+    local = dict(
+        data,
+        output={**data["output"], "path": str(tmp_path / "local")},
+        ledger={"path": str(tmp_path / "local.sqlite")},
+    )
     run_synthesize(parse_config(local), quiet=True)
     ours, theirs = (pq.read_table(tmp_path / name / "data") for name in ("cluster", "local"))
     assert ours.num_rows > 500

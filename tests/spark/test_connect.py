@@ -35,8 +35,14 @@ def remote(connect_server):
 
 
 def release_config(tmp_path: Path, wdbc_config_dict: dict, name: str, **extra) -> dict:
-    return dict(wdbc_config_dict, output={"path": str(tmp_path / name), **extra.pop("output", {})},
-                ledger={"path": str(tmp_path / f"{name}.ledger.sqlite")}, seed=11, test_mode=True, **extra)
+    return dict(
+        wdbc_config_dict,
+        output={"path": str(tmp_path / name), **extra.pop("output", {})},
+        ledger={"path": str(tmp_path / f"{name}.ledger.sqlite")},
+        seed=11,
+        test_mode=True,
+        **extra,
+    )
 
 
 def test_data_pass_through_connect_is_exact(spark, remote, wdbc_table, wdbc_bounds):
@@ -57,42 +63,87 @@ def test_data_pass_through_connect_is_exact(spark, remote, wdbc_table, wdbc_boun
     assert default_parallelism(remote) == 2  # the server's local[2], counted through Connect
 
 
-def test_release_through_connect_writes_the_classic_table(spark, connect_server, tmp_path, wdbc_config_dict):
+def test_release_through_connect_writes_the_classic_table(
+    spark, connect_server, tmp_path, wdbc_config_dict
+):
     """The CLI as a user runs it (``SPARK_REMOTE`` set, the config's master ignored), against
     the classic in-process run with the same seed: the same table, row for row."""
-    variants = ({}, {"input": {**wdbc_config_dict["input"], "reader": "spark"},
-                     "output": {"sampling": "executors", "partitions": 3}})
+    variants = (
+        {},
+        {
+            "input": {**wdbc_config_dict["input"], "reader": "spark"},
+            "output": {"sampling": "executors", "partitions": 3},
+        },
+    )
     for i, variant in enumerate(variants):
-        classic = release_config(tmp_path, wdbc_config_dict, f"classic{i}", **json.loads(json.dumps(variant)))
+        classic = release_config(
+            tmp_path, wdbc_config_dict, f"classic{i}", **json.loads(json.dumps(variant))
+        )
         run_synthesize(parse_config(classic), quiet=True)
-        connect = release_config(tmp_path, wdbc_config_dict, f"connect{i}", **json.loads(json.dumps(variant)))
+        connect = release_config(
+            tmp_path, wdbc_config_dict, f"connect{i}", **json.loads(json.dumps(variant))
+        )
         config = tmp_path / f"connect{i}.yaml"
         config.write_text(yaml.safe_dump(connect))
         env = dict(os.environ, SPARK_REMOTE=connect_server)
-        proc = subprocess.run([sys.executable, "-m", "dpsmooth_spark", "synthesize", "--config", str(config),
-                               "--quiet"], capture_output=True, text=True, env=env, timeout=300, check=False)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "dpsmooth_spark",
+                "synthesize",
+                "--config",
+                str(config),
+                "--quiet",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+            check=False,
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
-        ours, theirs = (pq.read_table(tmp_path / f"{name}{i}" / "data") for name in ("connect", "classic"))
-        assert ours.num_rows > 500 and ours.sort_by("mean_radius").equals(theirs.sort_by("mean_radius"))
+        ours, theirs = (
+            pq.read_table(tmp_path / f"{name}{i}" / "data") for name in ("connect", "classic")
+        )
+        assert ours.num_rows > 500 and ours.sort_by("mean_radius").equals(
+            theirs.sort_by("mean_radius")
+        )
 
 
 def test_summary_and_evaluate_through_connect(spark, connect_server, tmp_path, wdbc_config_dict):
     """``spark.remote`` in the config selects Connect for the summary and for ``evaluate``."""
     example = ROOT / "conf" / "examples" / "wdbc_summary.yaml"
     summary_cfg = resolve_paths(yaml.safe_load(example.read_text()), example.parent)
-    summary_cfg.update(output={"path": str(tmp_path / "summary")}, ledger={"path": str(tmp_path / "s.sqlite")},
-                       seed=5, test_mode=True)
+    summary_cfg.update(
+        output={"path": str(tmp_path / "summary")},
+        ledger={"path": str(tmp_path / "s.sqlite")},
+        seed=5,
+        test_mode=True,
+    )
     classic = run_summarize(parse_config(summary_cfg), quiet=True)
-    summary_cfg.update(output={"path": str(tmp_path / "summary_connect")}, spark={"remote": connect_server})
+    summary_cfg.update(
+        output={"path": str(tmp_path / "summary_connect")}, spark={"remote": connect_server}
+    )
     remote = run_summarize(parse_config(summary_cfg), quiet=True)
     assert remote.manifest["privacy"] == classic.manifest["privacy"]
-    values = [json.loads((Path(r.output_path) / "summary.json").read_text()) for r in (classic, remote)]
+    values = [
+        json.loads((Path(r.output_path) / "summary.json").read_text()) for r in (classic, remote)
+    ]
     assert values[0] == values[1]
 
-    release = release_config(tmp_path, wdbc_config_dict, "release", spark={"remote": connect_server})
+    release = release_config(
+        tmp_path, wdbc_config_dict, "release", spark={"remote": connect_server}
+    )
     config = parse_config(release)
     run_synthesize(config, quiet=True)
-    metrics = run_evaluate(config, str(tmp_path / "release"), str(tmp_path / "report"), label="malignant",
-                           queries=300, quiet=True)
+    metrics = run_evaluate(
+        config,
+        str(tmp_path / "release"),
+        str(tmp_path / "report"),
+        label="malignant",
+        queries=300,
+        quiet=True,
+    )
     assert metrics["rows"]["real_sample"] == 569
     assert (tmp_path / "report" / "report.html").exists()

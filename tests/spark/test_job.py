@@ -29,7 +29,10 @@ def small_config(tmp_path: Path, table: pa.Table | None, fmt: str = "parquet", *
         pq.write_table(table, src)
     return {
         "input": {"path": str(src), "format": fmt},
-        "columns": [{"name": "a", "lower": 0.0, "upper": 1.0}, {"name": "b", "lower": -1.0, "upper": 1.0}],
+        "columns": [
+            {"name": "a", "lower": 0.0, "upper": 1.0},
+            {"name": "b", "lower": -1.0, "upper": 1.0},
+        ],
         "privacy": {"epsilon": 1.0},
         "output": {"path": str(tmp_path / "release")},
         "mechanism": {"candidates": 200},
@@ -53,8 +56,9 @@ def test_data_pass_is_exact_and_independent_of_partitioning(spark, wdbc_table, w
     expected = partial_sums([local], lower, upper, spec)
     # the histograms against numpy's own count of the clamped, scaled values (top edge closed)
     scaled = np.clip(2 * (local - lower) / (upper - lower) - 1, -1, 1)
-    numpy_counts = np.array([np.histogram(scaled[:, i], bins=16, range=(-1, 1))[0]
-                             for i in range(len(columns))])
+    numpy_counts = np.array(
+        [np.histogram(scaled[:, i], bins=16, range=(-1, 1))[0] for i in range(len(columns))]
+    )
     np.testing.assert_array_equal(expected.histograms, numpy_counts)
     df = read_table(spark, str(ROOT / "data" / "wdbc.parquet"), "parquet", columns)
     for parts in (1, 3, 8):
@@ -65,7 +69,9 @@ def test_data_pass_is_exact_and_independent_of_partitioning(spark, wdbc_table, w
 
 
 def test_release_on_wdbc_end_to_end(tmp_path, wdbc_config_dict):
-    data = dict(wdbc_config_dict, output={"path": str(tmp_path / "release")}, seed=11, test_mode=True)
+    data = dict(
+        wdbc_config_dict, output={"path": str(tmp_path / "release")}, seed=11, test_mode=True
+    )
     report = run_synthesize(parse_config(data), quiet=True)
     out = Path(report.output_path)
     assert sorted(p.name for p in out.iterdir()) == ["data", "manifest.json", "summary.json"]
@@ -73,7 +79,9 @@ def test_release_on_wdbc_end_to_end(tmp_path, wdbc_config_dict):
     table = pq.read_table(out / "data")
     assert table.num_rows == manifest["output"]["rows"]
     source = pq.read_schema(data["input"]["path"])
-    assert table.schema.names == source.names and table.schema.types == source.types  # malignant: int32
+    assert (
+        table.schema.names == source.names and table.schema.types == source.types
+    )  # malignant: int32
     for col in data["columns"]:
         values = table[col["name"]].to_numpy()
         if "values" in col:
@@ -97,14 +105,29 @@ def test_release_on_wdbc_end_to_end(tmp_path, wdbc_config_dict):
 def test_spark_submit_runs_the_same_job(tmp_path, wdbc_config_dict):
     import yaml
 
-    data = dict(wdbc_config_dict, output={"path": str(tmp_path / "release")}, seed=3, test_mode=True)
+    data = dict(
+        wdbc_config_dict, output={"path": str(tmp_path / "release")}, seed=3, test_mode=True
+    )
     config = tmp_path / "c.yaml"
     config.write_text(yaml.safe_dump(data))
     spark_submit = Path(sys.executable).parent / "spark-submit"
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
-    proc = subprocess.run([str(spark_submit), "--master", "local[1]", str(ROOT / "jobs" / "synthesize.py"),
-                           "--config", str(config), "--quiet"], capture_output=True, text=True, env=env, check=False,
-                          timeout=300)
+    proc = subprocess.run(
+        [
+            str(spark_submit),
+            "--master",
+            "local[1]",
+            str(ROOT / "jobs" / "synthesize.py"),
+            "--config",
+            str(config),
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (tmp_path / "release" / "manifest.json").exists()
 
@@ -112,8 +135,13 @@ def test_spark_submit_runs_the_same_job(tmp_path, wdbc_config_dict):
 def test_cli_reports_bad_config_with_exit_code_2(tmp_path):
     config = tmp_path / "c.yaml"
     config.write_text("input: {path: x}\ncolumns: []\nprivacy: {epsilon: -1}\noutput: {path: y}\n")
-    proc = subprocess.run([sys.executable, "-m", "dpsmooth_spark", "synthesize", "--config", str(config)],
-                          capture_output=True, text=True, timeout=120, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "dpsmooth_spark", "synthesize", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 2
     assert "privacy.epsilon" in proc.stderr and "columns" in proc.stderr
 
@@ -122,13 +150,27 @@ def test_cli_reports_bad_config_with_exit_code_2(tmp_path):
     ("table", "error", "message"),
     [
         (pa.table({"a": [0.5, 0.2]}), InputError, "columns not found in input: ['b']"),
-        (pa.table({"a": [0.5, 0.2], "b": ["x", "y"]}), InputError,
-         "column 'b': the config declares a numeric column, but the table's type is string"),
+        (
+            pa.table({"a": [0.5, 0.2], "b": ["x", "y"]}),
+            InputError,
+            "column 'b': the config declares a numeric column, but the table's type is string",
+        ),
         (pa.table({"a": [0.5, None], "b": [0.1, 0.2]}), InvalidDataError, "1 row(s) have a null"),
-        (pa.table({"a": [0.5, float("nan")], "b": [0.1, 0.2]}), InvalidDataError, "1 row(s) have a null"),
-        (pa.table({"a": [5.0, 7.0], "b": [0.1, 0.2]}), InvalidDataError, "outside the public bounds"),
-        (pa.table({"a": pa.array([], pa.float64()), "b": pa.array([], pa.float64())}),
-         InvalidDataError, "no rows"),
+        (
+            pa.table({"a": [0.5, float("nan")], "b": [0.1, 0.2]}),
+            InvalidDataError,
+            "1 row(s) have a null",
+        ),
+        (
+            pa.table({"a": [5.0, 7.0], "b": [0.1, 0.2]}),
+            InvalidDataError,
+            "outside the public bounds",
+        ),
+        (
+            pa.table({"a": pa.array([], pa.float64()), "b": pa.array([], pa.float64())}),
+            InvalidDataError,
+            "no rows",
+        ),
     ],
     ids=["missing-column", "string-column", "null", "nan", "all-out-of-bounds", "empty"],
 )
@@ -176,7 +218,9 @@ def test_csv_input_with_text_in_a_numeric_column(spark, tmp_path):
 def test_mixed_numeric_types_one_row_and_infinities(spark, tmp_path):
     from decimal import Decimal
 
-    table = pa.table({"a": pa.array([Decimal("0.25")], pa.decimal128(10, 4)), "b": pa.array([1], pa.int32())})
+    table = pa.table(
+        {"a": pa.array([Decimal("0.25")], pa.decimal128(10, 4)), "b": pa.array([1], pa.int32())}
+    )
     report = run_synthesize(parse_config(small_config(tmp_path, table)), quiet=True)  # one row
     assert report.manifest["output"]["rows"] >= 1
     other = tmp_path / "inf"
@@ -232,16 +276,32 @@ def test_arrow_reader_pass_equals_the_spark_pass(spark, tmp_path, wdbc_bounds):
         a[5] = None
         b = rng.uniform(0, 1, 1000)
         b[7] = np.nan
-        pq.write_table(pa.table({"a": a, "b": b, "k": pa.array(rng.integers(0, 5, 1000), pa.int32()),
-                                 "m": pa.array([Decimal("0.5")] * 1000, pa.decimal128(6, 2))}),
-                       folder / f"part-{i}.parquet", row_group_size=300)
-    small = PublicBounds.from_mapping({"a": (0.0, 1.0), "b": (0.0, 1.0), "k": (0.0, 4.0), "m": (0.0, 1.0)})
+        pq.write_table(
+            pa.table(
+                {
+                    "a": a,
+                    "b": b,
+                    "k": pa.array(rng.integers(0, 5, 1000), pa.int32()),
+                    "m": pa.array([Decimal("0.5")] * 1000, pa.decimal128(6, 2)),
+                }
+            ),
+            folder / f"part-{i}.parquet",
+            row_group_size=300,
+        )
+    small = PublicBounds.from_mapping(
+        {"a": (0.0, 1.0), "b": (0.0, 1.0), "k": (0.0, 4.0), "m": (0.0, 1.0)}
+    )
     spec = PassSpec(2, histogram_cells=8)
-    via_spark = exact_sums(read_table(spark, str(folder), "parquet", list(small.columns)), small, spec)
+    via_spark = exact_sums(
+        read_table(spark, str(folder), "parquet", list(small.columns)), small, spec
+    )
     via_arrow = exact_sums_arrow(spark, str(folder), small, spec)
     assert (via_arrow.gram == via_spark.gram).all()
     np.testing.assert_array_equal(via_arrow.histograms, via_spark.histograms)
     assert via_spark.histograms.sum(axis=1).tolist() == [3000 - 6] * 4
-    assert (via_arrow.rows_seen, via_arrow.rows_invalid, via_arrow.rows_clamped) == (
-        via_spark.rows_seen, via_spark.rows_invalid, via_spark.rows_clamped) == (3000, 6, via_spark.rows_clamped)
+    assert (
+        (via_arrow.rows_seen, via_arrow.rows_invalid, via_arrow.rows_clamped)
+        == (via_spark.rows_seen, via_spark.rows_invalid, via_spark.rows_clamped)
+        == (3000, 6, via_spark.rows_clamped)
+    )
     assert not arrow_readable(str(folder), ["a", "missing"])

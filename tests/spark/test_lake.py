@@ -26,31 +26,52 @@ COLUMNS = {"a": (0.0, 1.0), "b": (-1.0, 1.0), "label": (0.0, 1.0)}
 def table(n: int, seed: int) -> pa.Table:
     rng = np.random.default_rng(seed)
     a = rng.uniform(0, 1, n)
-    return pa.table({"a": a, "b": np.clip(a - 0.5 + rng.normal(0, 0.2, n), -1, 1),
-                     "label": (a > 0.5).astype(float)})
+    return pa.table(
+        {
+            "a": a,
+            "b": np.clip(a - 0.5 + rng.normal(0, 0.2, n), -1, 1),
+            "label": (a > 0.5).astype(float),
+        }
+    )
 
 
 def config(tmp_path: Path, input_: dict, output: dict, **extra) -> dict:
-    return {"input": input_, "columns": [{"name": k, "lower": lo, "upper": hi} for k, (lo, hi) in COLUMNS.items()],
-            "privacy": {"epsilon": 1.0}, "output": {"rows": 500, **output},
-            "ledger": {"path": str(tmp_path / "ledger.sqlite")}, "seed": 3, "test_mode": True,
-            "mechanism": {"candidates": 200}, "spark": {"master": "local[2]"}, **extra}
+    return {
+        "input": input_,
+        "columns": [{"name": k, "lower": lo, "upper": hi} for k, (lo, hi) in COLUMNS.items()],
+        "privacy": {"epsilon": 1.0},
+        "output": {"rows": 500, **output},
+        "ledger": {"path": str(tmp_path / "ledger.sqlite")},
+        "seed": 3,
+        "test_mode": True,
+        "mechanism": {"candidates": 200},
+        "spark": {"master": "local[2]"},
+        **extra,
+    }
 
 
 def test_delta_input_reads_the_snapshot_not_the_folder(spark, tmp_path):
     path = str(tmp_path / "delta_in")
     write_deltalake(path, table(3000, 0))
-    write_deltalake(path, table(1000, 1), mode="overwrite")  # version 1: the 3000 old rows stay on disk
+    write_deltalake(
+        path, table(1000, 1), mode="overwrite"
+    )  # version 1: the 3000 old rows stay on disk
     assert spark.read.parquet(path).count() == 4000  # what a folder listing would count
-    cfg = parse_config(config(tmp_path, {"format": "delta", "path": path}, {"path": str(tmp_path / "o")}))
+    cfg = parse_config(
+        config(tmp_path, {"format": "delta", "path": path}, {"path": str(tmp_path / "o")})
+    )
     df = io.read_input(spark, cfg.input, list(COLUMNS))
     assert df.count() == 1000
     snapshot = io.input_snapshot(cfg.input)
     files = snapshot.files if snapshot is not None else None
     assert files is not None and len(files) == len(DeltaTable(path).file_uris())
     sums = exact_sums_arrow(spark, files, cfg.public_bounds(), 2)
-    expected = partial_sums([np.column_stack([table(1000, 1)[c].to_numpy() for c in COLUMNS])],
-                            cfg.public_bounds().lower, cfg.public_bounds().upper, 2)
+    expected = partial_sums(
+        [np.column_stack([table(1000, 1)[c].to_numpy() for c in COLUMNS])],
+        cfg.public_bounds().lower,
+        cfg.public_bounds().upper,
+        2,
+    )
     assert sums.count == 1000 and (sums.gram == expected.gram).all()
 
 
@@ -58,8 +79,12 @@ def test_synthesize_to_delta_partitioned_then_retry_and_refusals(spark, tmp_path
     source = tmp_path / "in.parquet"
     pq.write_table(table(2000, 2), source)
     out = str(tmp_path / "delta_out")
-    data = config(tmp_path, {"path": str(source)},
-                  {"path": out, "format": "delta", "partition_by": "date"}, release_id="rel-1")
+    data = config(
+        tmp_path,
+        {"path": str(source)},
+        {"path": out, "format": "delta", "partition_by": "date"},
+        release_id="rel-1",
+    )
     report = run_synthesize(parse_config(data), quiet=True)
     delta = DeltaTable(out)
     assert delta.metadata().partition_columns == ["release_date"]
@@ -84,7 +109,9 @@ def test_synthesize_to_delta_partitioned_then_retry_and_refusals(spark, tmp_path
     # the evaluate job reads a Delta release: its snapshot's rows and the latest release's documents
     from dpsmooth_spark.pipeline.evaluate import run_evaluate
 
-    metrics = run_evaluate(parse_config(data), out, str(tmp_path / "report"), None, 200, 2000, quiet=True)
+    metrics = run_evaluate(
+        parse_config(data), out, str(tmp_path / "report"), None, 200, 2000, quiet=True
+    )
     assert metrics["release"]["release_id"] == "rel-2"
 
 
@@ -92,17 +119,27 @@ def test_iceberg_round_trip(spark, tmp_path):
     catalog = {"uri": f"sqlite:///{tmp_path}/catalog.db", "warehouse": str(tmp_path / "warehouse")}
     source = tmp_path / "in.parquet"
     pq.write_table(table(2000, 3), source)
-    data = config(tmp_path, {"path": str(source)},
-                  {"path": "synth.rows", "format": "iceberg", "catalog": catalog, "partition_by": "label"},
-                  release_id="ice-1", mechanism={"candidates": 200, "jitter": 0.0})
+    data = config(
+        tmp_path,
+        {"path": str(source)},
+        {"path": "synth.rows", "format": "iceberg", "catalog": catalog, "partition_by": "label"},
+        release_id="ice-1",
+        mechanism={"candidates": 200, "jitter": 0.0},
+    )
     run_synthesize(parse_config(data), quiet=True)
     ice = lake.catalog(parse_config(data).output.catalog).load_table("synth.rows")
     assert ice.scan().to_arrow().num_rows == 500
     assert [f.name for f in ice.spec().fields] == ["label"]
-    assert lake.committed_release_ids("iceberg", "synth.rows", parse_config(data).output.catalog) == {"ice-1"}
+    assert lake.committed_release_ids(
+        "iceberg", "synth.rows", parse_config(data).output.catalog
+    ) == {"ice-1"}
     # the synthetic table is an input like any other (here: its current snapshot's files)
-    again = config(tmp_path, {"format": "iceberg", "path": "synth.rows", "catalog": catalog},
-                   {"path": str(tmp_path / "second")}, release_id="from-ice")
+    again = config(
+        tmp_path,
+        {"format": "iceberg", "path": "synth.rows", "catalog": catalog},
+        {"path": str(tmp_path / "second")},
+        release_id="from-ice",
+    )
     cfg = parse_config(again)
     assert io.read_input(spark, cfg.input, list(COLUMNS)).count() == 500
     report = run_synthesize(cfg, quiet=True)
@@ -110,13 +147,23 @@ def test_iceberg_round_trip(spark, tmp_path):
 
 
 def test_missing_lake_tables_are_clear_errors(spark, tmp_path):
-    cfg = parse_config(config(tmp_path, {"format": "delta", "path": str(tmp_path / "nothing")},
-                              {"path": str(tmp_path / "o")}))
+    cfg = parse_config(
+        config(
+            tmp_path,
+            {"format": "delta", "path": str(tmp_path / "nothing")},
+            {"path": str(tmp_path / "o")},
+        )
+    )
     with pytest.raises(io.InputError, match="no Delta table"):
         io.read_input(spark, cfg.input, list(COLUMNS))
     catalog = {"uri": f"sqlite:///{tmp_path}/c.db", "warehouse": str(tmp_path / "w")}
-    cfg = parse_config(config(tmp_path, {"format": "iceberg", "path": "x.y", "catalog": catalog},
-                              {"path": str(tmp_path / "o")}))
+    cfg = parse_config(
+        config(
+            tmp_path,
+            {"format": "iceberg", "path": "x.y", "catalog": catalog},
+            {"path": str(tmp_path / "o")},
+        )
+    )
     with pytest.raises(io.InputError, match="no Iceberg table"):
         io.read_input(spark, cfg.input, list(COLUMNS))
 
@@ -126,9 +173,12 @@ def test_partitioned_parquet_release(spark, tmp_path, sampling, partition_by):
     source = tmp_path / "in.parquet"
     pq.write_table(table(2000, 4), source)
     out = tmp_path / "release"
-    data = config(tmp_path, {"path": str(source)},
-                  {"path": str(out), "partition_by": partition_by, "sampling": sampling, "partitions": 2},
-                  mechanism={"candidates": 200, "jitter": 0.0})
+    data = config(
+        tmp_path,
+        {"path": str(source)},
+        {"path": str(out), "partition_by": partition_by, "sampling": sampling, "partitions": 2},
+        mechanism={"candidates": 200, "jitter": 0.0},
+    )
     run_synthesize(parse_config(data), quiet=True)
     folders = sorted(p.name for p in (out / "data").iterdir() if p.is_dir())
     key = "release_date" if partition_by == "date" else "label"
@@ -136,4 +186,6 @@ def test_partitioned_parquet_release(spark, tmp_path, sampling, partition_by):
     rows = pq.read_table(out / "data")  # hive partitions come back as a column
     assert rows.num_rows == 500 and key in rows.column_names
     manifest = json.loads((out / "manifest.json").read_text())
-    assert all(name.startswith("data/") for name in manifest["content_sha256"] if name != "summary.json")
+    assert all(
+        name.startswith("data/") for name in manifest["content_sha256"] if name != "summary.json"
+    )

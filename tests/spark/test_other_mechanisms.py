@@ -24,11 +24,17 @@ COLUMNS = {"mean_radius": (6.981, 28.11), "mean_texture": (9.71, 39.28), "malign
 
 
 def config(tmp_path: Path, wdbc_config_dict: dict, **extra) -> dict:
-    return {"input": wdbc_config_dict["input"],
-            "columns": [{"name": k, "lower": lo, "upper": hi} for k, (lo, hi) in COLUMNS.items()],
-            "privacy": {"epsilon": 1.0}, "output": {"path": str(tmp_path / "release")},
-            "ledger": {"path": str(tmp_path / "ledger.sqlite")}, "seed": 1, "test_mode": True,
-            "spark": {"master": "local[2]"}, **extra}
+    return {
+        "input": wdbc_config_dict["input"],
+        "columns": [{"name": k, "lower": lo, "upper": hi} for k, (lo, hi) in COLUMNS.items()],
+        "privacy": {"epsilon": 1.0},
+        "output": {"path": str(tmp_path / "release")},
+        "ledger": {"path": str(tmp_path / "ledger.sqlite")},
+        "seed": 1,
+        "test_mode": True,
+        "spark": {"master": "local[2]"},
+        **extra,
+    }
 
 
 def data(wdbc_table, names):
@@ -36,13 +42,20 @@ def data(wdbc_table, names):
 
 
 def test_kde_release_job(spark, tmp_path, wdbc_config_dict, wdbc_table):
-    raw = config(tmp_path, wdbc_config_dict, release_id="kde-1",
-                 bernstein={"function": "kde", "columns": ["mean_radius", "mean_texture"], "k": 6})
+    raw = config(
+        tmp_path,
+        wdbc_config_dict,
+        release_id="kde-1",
+        bernstein={"function": "kde", "columns": ["mean_radius", "mean_texture"], "k": 6},
+    )
     report = run_release_function(parse_config(raw), quiet=True)
     out = Path(report.output_path)
     release = BernsteinRelease.load(out)
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["mechanism"]["name"] == "bernstein" and manifest["mechanism"]["lattice_points"] == 49
+    assert (
+        manifest["mechanism"]["name"] == "bernstein"
+        and manifest["mechanism"]["lattice_points"] == 49
+    )
     assert manifest["privacy"]["accounting"]["epsilon_spent"] == pytest.approx(1.0)
     # the noisy lattice is the exact lattice KDE plus noise of the stated scale (7 of 49 values
     # may exceed 3 noise scales only with probability < 1e-6 for Laplace noise)
@@ -50,17 +63,51 @@ def test_kde_release_job(spark, tmp_path, wdbc_config_dict, wdbc_table):
     params = parse_config(raw).bernstein
     widths = kde_bandwidths(params, release.lower, release.upper)
     from dpsmooth_spark.mechanisms.bernstein import lattice_points
+
     truth = kde_sums(x, lattice_points(6, release.lower, release.upper), widths) / x.shape[0]
     outside = np.abs(release.values - truth) > 3 * release.noise_scale + 0.05 * truth
     assert outside.sum() <= 7
-    proc = subprocess.run([sys.executable, "-m", "dpsmooth_spark", "query", "--release", str(out),
-                           "--points", "[[14, 19], [20, 25]]"], capture_output=True, text=True,
-                          timeout=120, check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dpsmooth_spark",
+            "query",
+            "--release",
+            str(out),
+            "--points",
+            "[[14, 19], [20, 25]]",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)["values"] == pytest.approx(release.evaluate(np.array([[14, 19], [20, 25]])).tolist())
-    for bad, message in (("[[14]]", "2 coordinates"), ("not json", "JSON list"), ("[[1, NaN]]", "")):
-        proc = subprocess.run([sys.executable, "-m", "dpsmooth_spark", "query", "--release", str(out),
-                               "--points", bad], capture_output=True, text=True, timeout=120, check=False)
+    assert json.loads(proc.stdout)["values"] == pytest.approx(
+        release.evaluate(np.array([[14, 19], [20, 25]])).tolist()
+    )
+    for bad, message in (
+        ("[[14]]", "2 coordinates"),
+        ("not json", "JSON list"),
+        ("[[1, NaN]]", ""),
+    ):
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "dpsmooth_spark",
+                "query",
+                "--release",
+                str(out),
+                "--points",
+                bad,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
         assert proc.returncode == 2 and message in proc.stderr, proc.stderr
     # a retry reuses the persisted lattice: same values, no new budget
     again = BernsteinRelease.load(run_release_function(parse_config(raw), quiet=True).output_path)
@@ -68,16 +115,21 @@ def test_kde_release_job(spark, tmp_path, wdbc_config_dict, wdbc_table):
 
 
 def test_svm_release_job(spark, tmp_path, wdbc_config_dict):
-    raw = config(tmp_path, wdbc_config_dict, privacy={"epsilon": 1.0, "delta": 1e-6},
-                 bernstein={"function": "svm", "label": "malignant", "k": 4, "h": 2,
-                            "oracle_max_rows": 200})
+    raw = config(
+        tmp_path,
+        wdbc_config_dict,
+        privacy={"epsilon": 1.0, "delta": 1e-6},
+        bernstein={"function": "svm", "label": "malignant", "k": 4, "h": 2, "oracle_max_rows": 200},
+    )
     report = run_release_function(parse_config(raw), quiet=True)
     manifest = report.manifest
     details = manifest["mechanism"]["details"]
     assert details["sample_rate"] < 1  # 200 of ~569 rows
     assert manifest["mechanism"]["sensitivity_per_point"] == pytest.approx(2 * 1.0 / details["N"])
     stages = {s["stage"]: s for s in manifest["privacy"]["accounting"]["stages"]}
-    assert stages["lattice"]["mechanism"] == "laplace_zcdp" and stages["lattice"]["invocations"] == 25
+    assert (
+        stages["lattice"]["mechanism"] == "laplace_zcdp" and stages["lattice"]["invocations"] == 25
+    )
     assert manifest["privacy"]["accounting"]["epsilon_spent"] <= 1.0 + 1e-9
 
 
@@ -94,15 +146,23 @@ def test_distance_release_job(spark, tmp_path, wdbc_config_dict, wdbc_table):
     assert np.all(np.abs(release.answer(q) - truth) <= 3 * release.alpha * widths.sum())
     manifest = report.manifest
     assert manifest["mechanism"]["name"] == "distance_queries"
-    assert [s["stage"] for s in manifest["privacy"]["accounting"]["stages"]] == ["count", "sparse_vector", "tangents"]
+    assert [s["stage"] for s in manifest["privacy"]["accounting"]["stages"]] == [
+        "count",
+        "sparse_vector",
+        "tangents",
+    ]
     assert manifest["privacy"]["accounting"]["epsilon_spent"] == pytest.approx(10.0)
 
 
 def test_bourgain_release_job_with_a_query_file(spark, tmp_path, wdbc_config_dict, wdbc_table):
     queries = tmp_path / "queries.parquet"
     pq.write_table(wdbc_table.select(list(COLUMNS)).slice(0, 20), queries)
-    raw = config(tmp_path, wdbc_config_dict, privacy={"epsilon": 10.0},
-                 distance={"metric": "bourgain", "queries": str(queries), "bourgain_repeats": 2})
+    raw = config(
+        tmp_path,
+        wdbc_config_dict,
+        privacy={"epsilon": 10.0},
+        distance={"metric": "bourgain", "queries": str(queries), "bourgain_repeats": 2},
+    )
     release = DistanceRelease.load(run_release_distances(parse_config(raw), quiet=True).output_path)
     assert release.embedding.dim == 2 * 5  # ceil(log2 20) levels x K
     answers = release.answer(data(wdbc_table, list(COLUMNS))[:20])

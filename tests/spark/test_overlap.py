@@ -30,15 +30,23 @@ def rows(n: int = 300) -> pa.Table:
 def fingerprint(root: Path) -> dict[str, str]:
     """SHA-256 of every file under ``root`` (or of ``root`` itself), by relative path."""
     files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
-    return {str(p.relative_to(root.parent)): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
+    return {
+        str(p.relative_to(root.parent)): hashlib.sha256(p.read_bytes()).hexdigest() for p in files
+    }
 
 
 def write_config(tmp_path: Path, input_: dict, output: dict, **extra) -> Path:
-    data = {"input": input_, "columns": [{"name": "a", "lower": 0, "upper": 1},
-                                         {"name": "b", "lower": -1, "upper": 1}],
-            "privacy": {"epsilon": 1.0}, "output": {"mode": "overwrite", "rows": 100, **output},
-            "ledger": {"path": str(tmp_path / "ledger.sqlite")}, "mechanism": {"candidates": 200},
-            "seed": 1, "test_mode": True, **extra}
+    data = {
+        "input": input_,
+        "columns": [{"name": "a", "lower": 0, "upper": 1}, {"name": "b", "lower": -1, "upper": 1}],
+        "privacy": {"epsilon": 1.0},
+        "output": {"mode": "overwrite", "rows": 100, **output},
+        "ledger": {"path": str(tmp_path / "ledger.sqlite")},
+        "mechanism": {"candidates": 200},
+        "seed": 1,
+        "test_mode": True,
+        **extra,
+    }
     path = tmp_path / "conf" / "release.yaml"
     path.parent.mkdir(exist_ok=True)
     path.write_text(yaml.safe_dump(data))
@@ -102,8 +110,9 @@ def test_same_delta_table_is_refused(spark, tmp_path, capsys):
     table = tmp_path / "delta" / "patients"
     write_deltalake(str(table), rows())
     before = fingerprint(table)
-    config = write_config(tmp_path, {"path": str(table), "format": "delta"},
-                          {"path": f"{table}/", "format": "delta"})
+    config = write_config(
+        tmp_path, {"path": str(table), "format": "delta"}, {"path": f"{table}/", "format": "delta"}
+    )
     assert main(["synthesize", "--config", str(config), "--quiet"]) == 2
     assert "overlaps the input" in capsys.readouterr().err
     assert fingerprint(table) == before
@@ -124,7 +133,9 @@ def test_same_iceberg_table_is_refused(spark, tmp_path, capsys):
     assert main(["synthesize", "--config", str(config), "--quiet"]) == 2
     assert "overlaps the input Iceberg table 'clinic.patients'" in capsys.readouterr().err
     # a Parquet output written into the Iceberg table's data folder is the same mistake
-    config = write_config(tmp_path, location, {"path": str(warehouse / "clinic" / "patients" / "x")})
+    config = write_config(
+        tmp_path, location, {"path": str(warehouse / "clinic" / "patients" / "x")}
+    )
     assert main(["synthesize", "--config", str(config), "--quiet"]) == 2
     assert fingerprint(warehouse) == before
 
@@ -133,8 +144,12 @@ def test_output_containing_the_ledger_is_refused(spark, tmp_path, lake, capsys):
     release = tmp_path / "releases"
     release.mkdir()
     (release / "ledger.sqlite").write_bytes(b"ledger bytes")
-    config = write_config(tmp_path, {"path": str(lake)}, {"path": str(release)},
-                          ledger={"path": str(release / "ledger.sqlite")})
+    config = write_config(
+        tmp_path,
+        {"path": str(lake)},
+        {"path": str(release)},
+        ledger={"path": str(release / "ledger.sqlite")},
+    )
     assert main(["synthesize", "--config", str(config), "--quiet"]) == 2
     assert "ledger" in capsys.readouterr().err
     assert (release / "ledger.sqlite").read_bytes() == b"ledger bytes"
@@ -143,8 +158,18 @@ def test_output_containing_the_ledger_is_refused(spark, tmp_path, lake, capsys):
 def test_evaluation_report_into_the_input_is_refused(spark, tmp_path, lake, capsys):
     before = fingerprint(lake.parent)
     config = write_config(tmp_path, {"path": str(lake)}, {"path": str(tmp_path / "release")})
-    code = main(["evaluate", "--config", str(config), "--synthetic", str(lake), "--out", str(lake),
-                 "--quiet"])
+    code = main(
+        [
+            "evaluate",
+            "--config",
+            str(config),
+            "--synthetic",
+            str(lake),
+            "--out",
+            str(lake),
+            "--quiet",
+        ]
+    )
     assert code == 2 and "report folder" in capsys.readouterr().err
     assert fingerprint(lake.parent) == before
 

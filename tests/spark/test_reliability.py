@@ -33,7 +33,10 @@ def make_config(tmp_path: Path, rows: int = 300, **extra) -> dict:
         pq.write_table(pa.table({"a": rng.uniform(0, 1, rows), "b": rng.uniform(-1, 1, rows)}), src)
     config = {
         "input": {"path": str(src)},
-        "columns": [{"name": "a", "lower": 0.0, "upper": 1.0}, {"name": "b", "lower": -1.0, "upper": 1.0}],
+        "columns": [
+            {"name": "a", "lower": 0.0, "upper": 1.0},
+            {"name": "b", "lower": -1.0, "upper": 1.0},
+        ],
         "privacy": {"epsilon": 1.0},
         "output": {"path": str(tmp_path / "release")},
         "mechanism": {"candidates": 200},
@@ -47,8 +50,10 @@ def files_match_manifest(folder: Path) -> bool:
     import hashlib
 
     manifest = json.loads((folder / "manifest.json").read_text())
-    return all(hashlib.sha256((folder / rel).read_bytes()).hexdigest() == digest
-               for rel, digest in manifest["content_sha256"].items())
+    return all(
+        hashlib.sha256((folder / rel).read_bytes()).hexdigest() == digest
+        for rel, digest in manifest["content_sha256"].items()
+    )
 
 
 def test_retry_with_same_release_id_reuses_statistics(spark, tmp_path):
@@ -70,14 +75,19 @@ def test_retry_with_same_release_id_reuses_statistics(spark, tmp_path):
 
 
 def test_lifetime_budget_refuses_before_any_work(spark, tmp_path):
-    config = make_config(tmp_path, ledger={"path": str(tmp_path / "ledger.sqlite"), "lifetime_epsilon": 1.5})
+    config = make_config(
+        tmp_path, ledger={"path": str(tmp_path / "ledger.sqlite"), "lifetime_epsilon": 1.5}
+    )
     run_synthesize(parse_config(config), quiet=True)
     config["output"] = {"path": str(tmp_path / "second")}
     with pytest.raises(BudgetExceededError, match="lifetime budget") as err:
         run_synthesize(parse_config(config), quiet=True)
     assert "smooth_pca" in str(err.value)  # the message shows the ledger
     assert not (tmp_path / "second").exists()
-    assert BudgetLedger(tmp_path / "ledger.sqlite").spent(f"parquet:{tmp_path / 'input.parquet'}")[0] == 1.0
+    assert (
+        BudgetLedger(tmp_path / "ledger.sqlite").spent(f"parquet:{tmp_path / 'input.parquet'}")[0]
+        == 1.0
+    )
 
 
 KILLED_JOB = """
@@ -102,8 +112,13 @@ def test_sigkill_during_write_leaves_previous_release_and_consistent_ledger(spar
 
     killed = dict(base, release_id="killed", output=dict(base["output"], mode="overwrite"))
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
-    proc = subprocess.Popen([sys.executable, "-c", KILLED_JOB, json.dumps(killed)], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILLED_JOB, json.dumps(killed)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
     try:
         assert proc.stdout.readline().strip() == "WRITING"
     finally:
@@ -160,7 +175,9 @@ def test_task_failure_and_retry_do_not_change_the_statistics(spark, wdbc_bounds,
     assert retried.rows_seen == clean.rows_seen == 569
 
 
-def test_arrow_reader_task_failure_and_retry_do_not_change_the_statistics(spark, wdbc_bounds, tmp_path):
+def test_arrow_reader_task_failure_and_retry_do_not_change_the_statistics(
+    spark, wdbc_bounds, tmp_path
+):
     """The same for the arrow reader (the default for local Parquet): a task that dies on its first
     attempt after reading is retried by Spark and the exact sums do not change."""
     from pyspark import TaskContext
@@ -216,7 +233,12 @@ def test_cli_shows_the_ledger(spark, tmp_path):
     run_synthesize(parse_config(config), quiet=True)
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump(config))
-    proc = subprocess.run([sys.executable, "-m", "dpsmooth_spark", "ledger", "--config", str(path)],
-                          capture_output=True, text=True, timeout=120, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "dpsmooth_spark", "ledger", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "shown" in proc.stdout and "complete" in proc.stdout

@@ -41,23 +41,45 @@ def test_summarize_then_answer(spark, tmp_path, wdbc_table):
     assert summary.degree == 3  # ceil(n~^(1/(2d+K))) = ceil(~569^(1/8))
 
     # the Spark pass computed exactly what the in-memory kernel computes
-    bounds = PublicBounds.from_mapping({c["name"]: (c["lower"], c["upper"]) for c in config["columns"]})
+    bounds = PublicBounds.from_mapping(
+        {c["name"]: (c["lower"], c["upper"]) for c in config["columns"]}
+    )
     data = np.column_stack([wdbc_table[c].to_numpy() for c in bounds.columns])
     local = partial_sums([data], bounds.lower, bounds.upper, PassSpec(1, 3))
     query = "gaussian(center=[14, 19, 0.1], sigma=8)"
     f = parse_query(query, 3)
     got = answer(summary, f)
     truth = float(f(data).mean())
-    assert abs(got.value - truth) <= got.noise_error_bound + 0.05  # noise bound + approximation at t=3
+    assert (
+        abs(got.value - truth) <= got.noise_error_bound + 0.05
+    )  # noise bound + approximation at t=3
     assert local.count == 569
 
-    proc = subprocess.run([sys.executable, "-m", "dpsmooth_spark", "answer", "--summary", str(out),
-                           "--query", query], capture_output=True, text=True, timeout=120, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "dpsmooth_spark", "answer", "--summary", str(out), "--query", query],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["value"] == pytest.approx(got.value)
-    bad = subprocess.run([sys.executable, "-m", "dpsmooth_spark", "answer", "--summary", str(out),
-                          "--query", "gaussian(center=[1], sigma=2)"], capture_output=True, text=True,
-                         timeout=120, check=False)
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dpsmooth_spark",
+            "answer",
+            "--summary",
+            str(out),
+            "--query",
+            "gaussian(center=[1], sigma=2)",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert bad.returncode == 2 and "3 entries" in bad.stderr
 
 

@@ -34,7 +34,8 @@ def clenshaw_curtis(level: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def smolyak_integral(g, d: int, level: int, lower: float, upper: float) -> float:
-    """Integral of ``g`` (vectorised on ``(n, d)``) over ``[lower, upper]^d`` by Smolyak's formula."""
+    """Integral of ``g`` (vectorised on ``(n, d)``) over ``[lower, upper]^d`` by Smolyak's
+    formula."""
     half = (upper - lower) / 2
     total = 0.0
     q = level + d - 1

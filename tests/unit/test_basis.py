@@ -35,10 +35,12 @@ def test_basis_sums_match_direct_evaluation(rng, kind):
     basis = BasisSet.marginal(d, degree) if kind == "marginal" else BasisSet.pairwise(d, degree)
     sums = partial_sums([data], lower, upper, degree)
     x = scale_to_unit(data, lower, upper)
-    direct = np.array([
-        np.prod([chebyshev_direct(x[:, i], r) for i, r in enumerate(idx)], axis=0).sum()
-        for idx in basis.indices
-    ])
+    direct = np.array(
+        [
+            np.prod([chebyshev_direct(x[:, i], r) for i, r in enumerate(idx)], axis=0).sum()
+            for idx in basis.indices
+        ]
+    )
     # each row's value is rounded to 2**-16 per factor: at most 2 * 2**-17 + tiny per row
     np.testing.assert_allclose(sums.basis_sums(basis), direct, atol=300 * 2 * QUANTUM)
     assert sums.count == 300
@@ -118,7 +120,9 @@ def test_psi_product_sensitivity_bound(rng):
 def test_scale_round_trip(rng):
     lower, upper = np.array([0.0, -5.0]), np.array([10.0, 5.0])
     values = rng.uniform(lower, upper, size=(20, 2))
-    np.testing.assert_allclose(unscale_from_unit(scale_to_unit(values, lower, upper), lower, upper), values)
+    np.testing.assert_allclose(
+        unscale_from_unit(scale_to_unit(values, lower, upper), lower, upper), values
+    )
 
 
 def test_basis_sets_sizes():
@@ -136,15 +140,18 @@ def test_anchor_pairs_add_one_interaction_per_other_column(rng):
     assert BasisSet.pairwise(4, 2).with_anchor_pairs([3]).size == BasisSet.pairwise(4, 2).size
     data = rng.uniform(-1, 1, size=(50, 4))
     sums = partial_sums([data], -np.ones(4), np.ones(4), 2)
-    np.testing.assert_allclose(sums.basis_sums(basis), basis.evaluate(data).sum(axis=1), atol=50 * 2 * QUANTUM)
+    np.testing.assert_allclose(
+        sums.basis_sums(basis), basis.evaluate(data).sum(axis=1), atol=50 * 2 * QUANTUM
+    )
 
 
 def test_on_lattice_drops_exactly_the_functions_that_repeat_lower_ones():
     # column 0 continuous, 1 boolean (2 levels), 2 a category of 3 levels
     basis = BasisSet.pairs(3, 3).on_lattice(np.array([0, 2, 3]))
     kept = {tuple(idx) for idx in basis.indices}
-    assert kept == {tuple(idx) for idx in BasisSet.pairs(3, 3).indices
-                    if idx[1] <= 1 and idx[2] <= 2}
+    assert kept == {
+        tuple(idx) for idx in BasisSet.pairs(3, 3).indices if idx[1] <= 1 and idx[2] <= 2
+    }
     assert BasisSet.pairs(3, 3).on_lattice(None).size == BasisSet.pairs(3, 3).size
 
 
@@ -160,8 +167,12 @@ def test_null_cells_count_nulls_and_keep_those_rows_out_of_the_joint_sums():
     sums = partial_sums([(x, mask)], np.zeros(2), np.ones(2), spec)
     assert (sums.rows_seen, sums.rows_invalid, sums.rows_null, sums.count) == (5, 1, 2, 2)
     assert sums.nulls.tolist() == [2, 1]
-    # 4 cells of [0, 1]: column 0 holds 0.5, 0.3 -> cells 2, 1; column 1 holds 0.2, 0.9, 0.4 -> 0, 3, 1
+    # 4 cells of [0, 1]: column 0 holds 0.5, 0.3 -> cells 2, 1; column 1 holds 0.2, 0.9, 0.4 -> 0,
+    # 3, 1
     assert sums.histograms.tolist() == [[0, 1, 1, 0], [1, 1, 0, 1]]
-    assert sums.histograms.sum(axis=1).tolist() == [2, 3] and (sums.histograms.sum(axis=1) + sums.nulls == 4).all()
+    assert (
+        sums.histograms.sum(axis=1).tolist() == [2, 3]
+        and (sums.histograms.sum(axis=1) + sums.nulls == 4).all()
+    )
     split = partial_sums([(x[:2], mask[:2]), (x[2:], mask[2:])], np.zeros(2), np.ones(2), spec)
     assert (split.gram == sums.gram).all() and (split.nulls == sums.nulls).all()

@@ -41,6 +41,7 @@ def test_order_one_basis_is_nonnegative_and_binomial():
     assert (b >= 0).all()
     # b_{nu,k}(y) is the Binomial(k, y) probability of nu
     from scipy.stats import binom
+
     np.testing.assert_allclose(b, binom.pmf(np.arange(7)[None, :], 6, y[:, None]), atol=1e-12)
 
 
@@ -75,7 +76,9 @@ def test_iterated_operator_reproduces_affine_and_multilinear_functions(h):
             return coef[0] + p @ coef[1:] + (np.prod(p, axis=1) if p.shape[1] > 1 else 0.0)
 
         q = rng.uniform(size=(40, dim))
-        np.testing.assert_allclose(bern.evaluate(f(bern.lattice(k, dim)), k, h, q), f(q), atol=1e-10)
+        np.testing.assert_allclose(
+            bern.evaluate(f(bern.lattice(k, dim)), k, h, q), f(q), atol=1e-10
+        )
 
 
 @pytest.mark.parametrize("h", [1, 2, 3])
@@ -87,15 +90,20 @@ def test_error_decays_like_k_to_the_minus_h(h):
     def f(t):
         return np.sin(3 * t) + np.exp(t)
 
-    errors = [np.abs(bern.evaluate(f(np.arange(k + 1) / k), k, h, y[:, None]) - f(y)).max() for k in (16, 32, 64)]
+    errors = [
+        np.abs(bern.evaluate(f(np.arange(k + 1) / k), k, h, y[:, None]) - f(y)).max()
+        for k in (16, 32, 64)
+    ]
     for coarse, fine in itertools.pairwise(errors):
         assert coarse / fine > 2**h / 1.6, errors
 
 
 def test_nearest_lattice_baseline_is_piecewise_constant():
     values = np.arange(11.0)
-    np.testing.assert_array_equal(bern.nearest_lattice(values, 10, np.array([[0.0], [0.04], [0.06], [1.0]])),
-                                  [0.0, 0.0, 1.0, 10.0])
+    np.testing.assert_array_equal(
+        bern.nearest_lattice(values, 10, np.array([[0.0], [0.04], [0.06], [1.0]])),
+        [0.0, 0.0, 1.0, 10.0],
+    )
 
 
 def test_kde_sums_match_the_gaussian_density():
@@ -117,15 +125,20 @@ def test_lattice_refuses_more_points_than_the_limit():
 def test_pure_noise_scale_is_algorithm_1_and_theorem_7_scale_in_approx_mode():
     params = BernsteinParams(k=20)
     sens, points = 0.01, 21
-    assert lattice_noise_scale(sens, points, 0.5, params, PrivacyAccountant(1.0)) == pytest.approx(sens * points / 0.5)
+    assert lattice_noise_scale(sens, points, 0.5, params, PrivacyAccountant(1.0)) == pytest.approx(
+        sens * points / 0.5
+    )
     approx = PrivacyAccountant(1.0, 1e-6)
     rho = rho_for(1.0, 1e-6)
     theorem7 = params.model_copy(update={"scale": "theorem7"})
     eps = rho + 2 * math.sqrt(rho * math.log(1e6))  # the stage's (epsilon, delta)
     assert lattice_noise_scale(sens, points, rho, theorem7, approx) == pytest.approx(
-        2 * sens * math.sqrt(2 * points * math.log(1e6)) / eps)
+        2 * sens * math.sqrt(2 * points * math.log(1e6)) / eps
+    )
     # the zCDP scale spends the same rho with less noise than Theorem 7's advanced composition
-    assert lattice_noise_scale(sens, points, rho, params, approx) < lattice_noise_scale(sens, points, rho, theorem7, approx)
+    assert lattice_noise_scale(sens, points, rho, params, approx) < lattice_noise_scale(
+        sens, points, rho, theorem7, approx
+    )
 
 
 @pytest.mark.parametrize("loss", ["svm", "logistic"])
@@ -180,8 +193,16 @@ def test_kde_release_beats_the_nearest_point_baseline_and_improves_with_h():
     errors: dict[str, list[float]] = {"h1": [], "h3": [], "h5": [], "nearest": []}
     for seed in range(20):
         accountant = PrivacyAccountant(1.0)
-        release = release_kde(sums, x.shape[0], params, ["x"], lower, upper, accountant,
-                              NoiseSource(np.random.default_rng(100 + seed)))
+        release = release_kde(
+            sums,
+            x.shape[0],
+            params,
+            ["x"],
+            lower,
+            upper,
+            accountant,
+            NoiseSource(np.random.default_rng(100 + seed)),
+        )
         assert accountant.spent_epsilon() == pytest.approx(1.0)
         for h in (1, 3, 5):
             errors[f"h{h}"].append(np.abs(release.evaluate(y, h) - truth).max())
@@ -197,8 +218,18 @@ def test_release_round_trips_through_json():
     x = rng.uniform(size=(40, 2))
     labels = np.where(x[:, 0] > 0.5, 1.0, -1.0)
     accountant = PrivacyAccountant(1.0)
-    release = release_erm(x, labels, 40.0, 1.0, params, ["a", "b"], np.zeros(2), np.ones(2), accountant,
-                          NoiseSource(np.random.default_rng(6)))
+    release = release_erm(
+        x,
+        labels,
+        40.0,
+        1.0,
+        params,
+        ["a", "b"],
+        np.zeros(2),
+        np.ones(2),
+        accountant,
+        NoiseSource(np.random.default_rng(6)),
+    )
     again = BernsteinRelease.from_dict(release.to_dict())
     q = rng.uniform(size=(5, 2))
     np.testing.assert_array_equal(again.evaluate(q), release.evaluate(q))

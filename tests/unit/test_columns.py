@@ -31,8 +31,14 @@ def test_lattice_columns_span_the_scaled_cube():
 
     points = np.array([[-1.0, -0.2], [-0.4, 0.3], [0.1, 0.9], [0.9, -1.0]])
     snapped = snap_to_lattice(points, np.array([2, 0]))
-    assert snapped[:, 0].tolist() == [-1.0, -1.0, 1.0, 1.0] and (snapped[:, 1] == points[:, 1]).all()
-    assert snap_to_lattice(np.array([[-0.2], [0.2], [0.8]]), np.array([3]))[:, 0].tolist() == [0.0, 0.0, 1.0]
+    assert (
+        snapped[:, 0].tolist() == [-1.0, -1.0, 1.0, 1.0] and (snapped[:, 1] == points[:, 1]).all()
+    )
+    assert snap_to_lattice(np.array([[-0.2], [0.2], [0.8]]), np.array([3]))[:, 0].tolist() == [
+        0.0,
+        0.0,
+        1.0,
+    ]
 
 
 def test_floats_keep_their_width_and_bounds():
@@ -47,11 +53,18 @@ def test_floats_keep_their_width_and_bounds():
 def test_booleans_and_categories():
     smoker = column_codec("smoker", pa.bool_(), True)
     assert smoker.encode(pa.array([True, False, None])).tolist()[:2] == [1.0, 0.0]
-    assert smoker.decode(np.array([-0.4, 0.49, 0.51, 1.4])).to_pylist() == [False, False, True, True]
+    assert smoker.decode(np.array([-0.4, 0.49, 0.51, 1.4])).to_pylist() == [
+        False,
+        False,
+        True,
+        True,
+    ]
     region = column_codec("region", pa.string(), True, values=("north", "south", "east", "west"))
     assert (region.lower, region.upper) == (0, 3)
     codes = region.encode(pa.array(["east", "north", "mars", None]))
-    assert codes[:2].tolist() == [2.0, 0.0] and np.isnan(codes[2:]).all()  # outside the domain: invalid
+    assert (
+        codes[:2].tolist() == [2.0, 0.0] and np.isnan(codes[2:]).all()
+    )  # outside the domain: invalid
     assert region.decode(np.array([0.2, 2.6, 9.0])).to_pylist() == ["north", "west", "west"]
     label = column_codec("label", pa.int32(), False, values=(0, 1))
     assert label.decode(np.array([0.9, 0.1])).to_pylist() == [1, 0]
@@ -63,8 +76,13 @@ def test_dates_and_timestamps():
     day = (dt.date(2020, 1, 1) - dt.date(1970, 1, 1)).days
     assert (codec.kind, codec.lower) == ("date", day)
     assert codec.encode(pa.array([dt.date(2020, 1, 2)])).tolist() == [day + 1]
-    assert codec.decode(np.array([day + 1.3, 0.0])).to_pylist() == [dt.date(2020, 1, 2), dt.date(2020, 1, 1)]
-    stamp = column_codec("seen", pa.timestamp("ms"), True, dt.datetime(2024, 1, 1), dt.datetime(2024, 1, 2))
+    assert codec.decode(np.array([day + 1.3, 0.0])).to_pylist() == [
+        dt.date(2020, 1, 2),
+        dt.date(2020, 1, 1),
+    ]
+    stamp = column_codec(
+        "seen", pa.timestamp("ms"), True, dt.datetime(2024, 1, 1), dt.datetime(2024, 1, 2)
+    )
     t = dt.datetime(2024, 1, 1, 12, 30)
     value = stamp.encode(pa.array([t], pa.timestamp("ms")))
     assert stamp.decode(value).to_pylist() == [t] and stamp.decode(value).type == pa.timestamp("ms")
@@ -92,9 +110,14 @@ def test_declarations_that_do_not_fit_the_type_name_the_column(arrow_type, kwarg
 
 
 def test_table_codec_keeps_the_input_order_and_schema():
-    columns = (column_codec("b", pa.int16(), False, 0, 9), column_codec("a", pa.float32(), True, 0, 1))
+    columns = (
+        column_codec("b", pa.int16(), False, 0, 9),
+        column_codec("a", pa.float32(), True, 0, 1),
+    )
     codec = TableCodec(columns, ("a", "b"))
     table = codec.decode(np.array([[3.2, 0.5], [8.9, 2.0]]))
-    assert table.schema == pa.schema([pa.field("a", pa.float32(), True), pa.field("b", pa.int16(), False)])
+    assert table.schema == pa.schema(
+        [pa.field("a", pa.float32(), True), pa.field("b", pa.int16(), False)]
+    )
     assert table.column("b").to_pylist() == [3, 9] and table.column("a").to_pylist() == [0.5, 1.0]
     assert codec.bounds().columns == ("b", "a")

@@ -48,11 +48,18 @@ def broken(base: dict, path: str, value) -> dict:
         ("input.format", "iceberg", "input.catalog is required with format iceberg"),
         ("output.format", "iceberg", "output.catalog is required with format iceberg"),
         ("output.format", "orc", "output.format"),
-        ("output.partition_by", "nope", "output.partition_by must be a configured column or 'date'"),
+        (
+            "output.partition_by",
+            "nope",
+            "output.partition_by must be a configured column or 'date'",
+        ),
         ("bernstein", {"function": "svm"}, "bernstein.label is required"),
         ("bernstein", {"columns": ["nope"]}, "bernstein.columns are not configured columns"),
-        ("bernstein", {"function": "svm", "label": "malignant", "columns": ["malignant"]},
-         "bernstein.label cannot also be one of bernstein.columns"),
+        (
+            "bernstein",
+            {"function": "svm", "label": "malignant", "columns": ["malignant"]},
+            "bernstein.label cannot also be one of bernstein.columns",
+        ),
         ("bernstein", {"k": 0}, "bernstein.k"),
         ("distance", {"metric": "bourgain"}, "distance.queries"),
         ("distance", {"metric": "cosine"}, "distance.metric"),
@@ -115,10 +122,15 @@ def test_pair_columns_must_be_configured(wdbc_config_dict):
         parse_config(data)
 
 
-def test_iceberg_paths_are_identifiers_and_the_ledger_lives_in_the_warehouse(wdbc_config_dict, tmp_path):
+def test_iceberg_paths_are_identifiers_and_the_ledger_lives_in_the_warehouse(
+    wdbc_config_dict, tmp_path
+):
     data = copy.deepcopy(wdbc_config_dict)
-    data["output"] = {"path": "synth.wdbc", "format": "iceberg",
-                      "catalog": {"uri": f"sqlite:///{tmp_path}/c.db", "warehouse": str(tmp_path / "wh")}}
+    data["output"] = {
+        "path": "synth.wdbc",
+        "format": "iceberg",
+        "catalog": {"uri": f"sqlite:///{tmp_path}/c.db", "warehouse": str(tmp_path / "wh")},
+    }
     config = parse_config(data, base_dir=tmp_path)
     assert config.output.path == "synth.wdbc"  # not resolved as a file path
     assert config.ledger_path == str(tmp_path / "wh" / "dpsmooth_ledger.sqlite")
@@ -128,10 +140,14 @@ def test_iceberg_paths_are_identifiers_and_the_ledger_lives_in_the_warehouse(wdb
 def test_meaningless_epsilon_is_refused_unless_allowed(wdbc_config_dict):
     with pytest.raises(ConfigError, match="privacy.allow_large_epsilon: true"):
         parse_config(broken(wdbc_config_dict, "privacy.epsilon", 1e9))
-    allowed = parse_config(broken(wdbc_config_dict, "privacy", {"epsilon": 1e9, "allow_large_epsilon": True}))
+    allowed = parse_config(
+        broken(wdbc_config_dict, "privacy", {"epsilon": 1e9, "allow_large_epsilon": True})
+    )
     assert allowed.privacy.warnings and "weak guarantee" in allowed.privacy.warnings[0]
     assert parse_config(broken(wdbc_config_dict, "privacy.epsilon", 100.0)).privacy.warnings
-    assert "e^20" in parse_config(broken(wdbc_config_dict, "privacy.epsilon", 20)).privacy.warnings[0]
+    assert (
+        "e^20" in parse_config(broken(wdbc_config_dict, "privacy.epsilon", 20)).privacy.warnings[0]
+    )
     assert parse_config(broken(wdbc_config_dict, "privacy.epsilon", 10)).privacy.warnings == []
 
 
@@ -139,13 +155,17 @@ def test_relative_paths_resolve_against_the_config_folder(tmp_path, monkeypatch)
     folder = tmp_path / "project" / "conf"
     folder.mkdir(parents=True)
     path = folder / "release.yaml"
-    path.write_text(yaml.safe_dump({
-        "input": {"path": "../data/patients/"},
-        "columns": [{"name": "a", "lower": 0, "upper": 1}],
-        "privacy": {"epsilon": 1},
-        "output": {"path": "s3://bucket/synth/../x", "format": "parquet"},
-        "ledger": {"path": "ledger.sqlite"},
-    }))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "input": {"path": "../data/patients/"},
+                "columns": [{"name": "a", "lower": 0, "upper": 1}],
+                "privacy": {"epsilon": 1},
+                "output": {"path": "s3://bucket/synth/../x", "format": "parquet"},
+                "ledger": {"path": "ledger.sqlite"},
+            }
+        )
+    )
     elsewhere = tmp_path / "worker"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
@@ -162,13 +182,20 @@ def test_relative_paths_resolve_against_the_config_folder(tmp_path, monkeypatch)
 def test_iceberg_catalog_paths_resolve_but_identifiers_do_not(tmp_path, monkeypatch):
     path = tmp_path / "release.yaml"
     catalog = {"uri": "sqlite:///catalog.db", "warehouse": "wh"}
-    path.write_text(yaml.safe_dump({
-        "input": {"path": "clinic.patients", "format": "iceberg", "catalog": catalog},
-        "columns": [{"name": "a", "lower": 0, "upper": 1}],
-        "privacy": {"epsilon": 1},
-        "output": {"path": "clinic.synth", "format": "iceberg",
-                   "catalog": {"uri": "sqlite:////abs/c.db", "warehouse": "file:///abs/wh"}},
-    }))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "input": {"path": "clinic.patients", "format": "iceberg", "catalog": catalog},
+                "columns": [{"name": "a", "lower": 0, "upper": 1}],
+                "privacy": {"epsilon": 1},
+                "output": {
+                    "path": "clinic.synth",
+                    "format": "iceberg",
+                    "catalog": {"uri": "sqlite:////abs/c.db", "warehouse": "file:///abs/wh"},
+                },
+            }
+        )
+    )
     monkeypatch.chdir("/")
     config = load_config(path)
     assert config.input.path == "clinic.patients" and config.output.path == "clinic.synth"

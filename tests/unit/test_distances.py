@@ -38,7 +38,9 @@ def test_grid_statistics_give_the_distance_and_slope_sums():
     stats = grid_statistics(u[:200], grid) + grid_statistics(u[200:], grid)  # batches add up
     brute = np.abs(u.T[:, :, None] - grid[None, None, :]).sum(axis=1)
     np.testing.assert_allclose(distance_sums(stats, grid), brute, atol=1e-9)
-    np.testing.assert_array_equal(slope_sums(stats), np.sign(grid[None, None, :] - u.T[:, :, None]).sum(axis=1))
+    np.testing.assert_array_equal(
+        slope_sums(stats), np.sign(grid[None, None, :] - u.T[:, :, None]).sum(axis=1)
+    )
 
 
 def learn_with_exact_oracle(g, dg, alpha, queries):
@@ -88,7 +90,9 @@ def test_sparse_vector_charges_c_rounds_of_above_threshold():
     assert svt.sigma == pytest.approx(2 * 4 / 1.0)
     assert accountant.spent_epsilon() == pytest.approx(1.0)
     approx = PrivacyAccountant(1.0, 1e-6)
-    SparseVector.start(0.0, 1.0, 4, approx.share(0.5), approx, NoiseSource(np.random.default_rng(0)))
+    SparseVector.start(
+        0.0, 1.0, 4, approx.share(0.5), approx, NoiseSource(np.random.default_rng(0))
+    )
     assert approx.charges[0].rho == pytest.approx(approx.total_rho / 2)
 
 
@@ -120,13 +124,18 @@ def test_bourgain_embedding_expansion_and_contraction():
 
 def test_planned_alpha_shrinks_with_n_and_epsilon():
     params = DistanceParams()
-    alphas = [plan(params, 3, n, PrivacyAccountant(eps)).alpha for n, eps in ((1e3, 1), (1e5, 1), (1e5, 10))]
+    alphas = [
+        plan(params, 3, n, PrivacyAccountant(eps)).alpha
+        for n, eps in ((1e3, 1), (1e5, 1), (1e5, 10))
+    ]
     assert alphas[0] > alphas[1] > alphas[2]
 
 
 def table(n, seed=0):
     rng = np.random.default_rng(seed)
-    return np.clip(rng.normal([5.0, 0.0, 100.0], [2.0, 0.3, 20.0], size=(n, 3)), [0, -1, 50], [10, 1, 150])
+    return np.clip(
+        rng.normal([5.0, 0.0, 100.0], [2.0, 0.3, 20.0], size=(n, 3)), [0, -1, 50], [10, 1, 150]
+    )
 
 
 BOUNDS = PublicBounds.from_mapping({"a": (0, 10), "b": (-1, 1), "c": (50, 150)})
@@ -141,7 +150,9 @@ def test_l1_release_answers_within_its_planned_accuracy(delta):
     params = DistanceParams(metric="l1")
     emb = Embedding.build(params, BOUNDS, None, np.random.default_rng(1))
     accountant = PrivacyAccountant(1.0, delta)
-    release = release_from_records(x, emb, params, accountant, NoiseSource(np.random.default_rng(2)))
+    release = release_from_records(
+        x, emb, params, accountant, NoiseSource(np.random.default_rng(2))
+    )
     q = np.random.default_rng(3).uniform([0, -1, 50], [10, 1, 150], size=(300, 3))
     truth = np.abs(x[None, :, :] - q[:, None, :]).sum(axis=2).mean(axis=1)
     error = np.abs(release.answer(q) - truth).max()
@@ -160,7 +171,9 @@ def test_l2_release_tracks_euclidean_distances():
     x = table(50_000)
     params = DistanceParams(metric="l2", projection_dim=64)
     emb = Embedding.build(params, BOUNDS, None, np.random.default_rng(1))
-    release = release_from_records(x, emb, params, PrivacyAccountant(1.0), NoiseSource(np.random.default_rng(2)))
+    release = release_from_records(
+        x, emb, params, PrivacyAccountant(1.0), NoiseSource(np.random.default_rng(2))
+    )
     q = np.random.default_rng(3).uniform([0, -1, 50], [10, 1, 150], size=(100, 3))
     truth = np.linalg.norm(x[None, :, :] - q[:, None, :], axis=2).mean(axis=1)
     assert emb.projection is not None

@@ -17,8 +17,11 @@ def test_answers_match_direct_formula(rng):
     for s, sigma in enumerate(sigmas):
         for q in range(7):
             f = [
-                sum(queries.weights[q, j] * np.exp(-np.sum((x - queries.centres[q, j]) ** 2) / (2 * sigma**2))
-                    for j in range(4))
+                sum(
+                    queries.weights[q, j]
+                    * np.exp(-np.sum((x - queries.centres[q, j]) ** 2) / (2 * sigma**2))
+                    for j in range(4)
+                )
                 for x in points
             ]
             assert got[s, q] == pytest.approx(np.mean(f), rel=1e-10)

@@ -54,8 +54,11 @@ def test_svm_auc_on_separable_data(rng):
 
 def test_baselines_shapes_and_bounds(rng):
     real = correlated(rng)
-    for rows in (uniform_rows(6, 100, rng), independent_laplace(real, 1.0, 100, rng, NoiseSource(rng)),
-                 real_half(real, rng)):
+    for rows in (
+        uniform_rows(6, 100, rng),
+        independent_laplace(real, 1.0, 100, rng, NoiseSource(rng)),
+        real_half(real, rng),
+    ):
         assert rows.shape[1] == 6 and np.all(np.abs(rows) <= 1)
     assert real_half(real, rng).shape[0] == real.shape[0] // 2
 
@@ -67,8 +70,14 @@ def test_evaluate_reports_every_metric(rng):
     synthetic[:, -1] = np.where(synthetic[:, 0] > 0, 1.0, -1.0)
     queries = QuerySets.draw(6, np.arange(5), 200, seed=3)
     metrics = evaluate(real, synthetic, [f"c{i}" for i in range(6)], queries, label=5)
-    assert set(metrics) >= {"rows", "paper_protocol", "marginal_wasserstein1", "correlation_max_abs_diff",
-                            "pairwise_kernels", "svm"}
+    assert set(metrics) >= {
+        "rows",
+        "paper_protocol",
+        "marginal_wasserstein1",
+        "correlation_max_abs_diff",
+        "pairwise_kernels",
+        "svm",
+    }
     assert metrics["svm"]["auc_synthetic_trained"] > 0.9
     assert metrics["paper_protocol"]["4.0"]["worst_rel"] < 0.1
 
@@ -85,14 +94,22 @@ def test_basis_fit_covers_the_basis_and_the_spread_factor_pairs(rng):
     def factor(i, v):
         return sum(c * cheb(r, v) for r, c in enumerate(coefficients[i]))
 
-    basis_answers = np.array([cheb(2, x[:, 0]).mean(), (cheb(1, x[:, 1]) * cheb(3, x[:, 2])).mean()])
+    basis_answers = np.array(
+        [cheb(2, x[:, 0]).mean(), (cheb(1, x[:, 1]) * cheb(3, x[:, 2])).mean()]
+    )
     pair_answers = np.array([(factor(0, x[:, 0]) * factor(2, x[:, 2])).mean()])
     offsets = np.array([0.01, -0.02, 0.05])
     n = 480.0  # a noisy count: pair answers are noisy sums over it
-    summary = {"noisy_count": n, "multi_indices": [[2, 0, 0], [0, 1, 3]],
-               "noisy_means": (basis_answers + offsets[:2]).tolist(),
-               "factor_pairs": {"coefficients": coefficients.tolist(), "pairs": [[0, 2]],
-                                "noisy_sums": ((pair_answers + offsets[2:]) * n).tolist()}}
+    summary = {
+        "noisy_count": n,
+        "multi_indices": [[2, 0, 0], [0, 1, 3]],
+        "noisy_means": (basis_answers + offsets[:2]).tolist(),
+        "factor_pairs": {
+            "coefficients": coefficients.tolist(),
+            "pairs": [[0, 2]],
+            "noisy_sums": ((pair_answers + offsets[2:]) * n).tolist(),
+        },
+    }
     fit = basis_residuals(summary, x, x)
     assert fit["functions"] == 3
     assert fit["fit_max_abs"] == pytest.approx(0.05, abs=1e-9)

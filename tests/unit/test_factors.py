@@ -28,13 +28,15 @@ def cell_probabilities(values: np.ndarray, cells: int = 64) -> np.ndarray:
 def marginals(rng: np.random.Generator) -> np.ndarray:
     """Concentrated, skewed, off-centre, uniform and two-level columns."""
     n = 20_000
-    return np.array([
-        cell_probabilities(rng.standard_t(3, n) * 0.05),
-        cell_probabilities(-0.95 + rng.lognormal(-2.5, 1.0, n)),
-        cell_probabilities(rng.normal(-0.5, 0.1, n)),
-        cell_probabilities(rng.uniform(-1, 1, n)),
-        cell_probabilities(rng.choice([-1.0, 1.0], n)),
-    ])
+    return np.array(
+        [
+            cell_probabilities(rng.standard_t(3, n) * 0.05),
+            cell_probabilities(-0.95 + rng.lognormal(-2.5, 1.0, n)),
+            cell_probabilities(rng.normal(-0.5, 0.1, n)),
+            cell_probabilities(rng.uniform(-1, 1, n)),
+            cell_probabilities(rng.choice([-1.0, 1.0], n)),
+        ]
+    )
 
 
 @pytest.mark.parametrize("degree", [2, 3, 5, 16])
@@ -46,7 +48,9 @@ def test_factors_stay_within_one_as_the_data_pass_rounds_them(rng, degree):
     pair term relies on it)."""
     coefficients = spread_factors(marginals(rng), degree)
     x = np.linspace(-1.0, 1.0, 200_001)
-    table = np.stack([chebyshev.chebval(x, np.eye(degree + 1)[r]) for r in range(degree + 1)], axis=1)
+    table = np.stack(
+        [chebyshev.chebval(x, np.eye(degree + 1)[r]) for r in range(degree + 1)], axis=1
+    )
     rounded = np.rint(table * SCALE) / SCALE
     rounded[:, 0] = 1.0
     for c in coefficients:
@@ -67,7 +71,7 @@ def test_factors_spread_narrow_columns_and_keep_t1_on_spread_ones(rng, degree, n
     coefficients = spread_factors(probs, degree)
     centres = -1.0 + (2.0 * np.arange(64) + 1.0) / 64
     gains = []
-    for p, c in zip(probs, coefficients):
+    for p, c in zip(probs, coefficients, strict=False):
         deviation = centres - p @ centres
         gains.append(p @ (deviation * chebyshev.chebval(centres, c)) / (p @ deviation**2))
     assert min(gains[:3]) >= narrow, gains
@@ -96,8 +100,10 @@ def test_a_wide_column_whose_linear_term_is_resolved_keeps_t1(rng):
     variance = np.array([p @ (centres - p @ centres) ** 2 for p in probs])
     assert variance[:3].max() < WIDE <= variance[3]
     t1 = np.eye(4)[1]
+
     def spread(c):
         return ~np.all(c == t1, axis=1)
+
     assert spread(spread_factors(probs, 3))[:4].all()
     clear = spread_factors(probs, 3, noise=0.99 * RESOLVED * variance[3])
     np.testing.assert_array_equal(spread(clear), [True, True, True, False, False])
@@ -133,13 +139,20 @@ def test_factor_pair_sums_from_the_gram_match_a_direct_sum(rng, degree):
     """``FactorPairs.sums`` reads the data pass's Gram matrix; summing ``p_i(x_i) p_j(x_j)`` over
     the records directly (numpy's Chebyshev series) gives the same, up to the fixed-point
     rounding (2^-17 per ``T_r`` value, times the coefficients' absolute sums of both factors)."""
-    x = np.column_stack([rng.standard_t(3, 5000) * 0.1, rng.normal(0.2, 0.3, 5000), rng.uniform(-1, 1, 5000)])
+    x = np.column_stack(
+        [rng.standard_t(3, 5000) * 0.1, rng.normal(0.2, 0.3, 5000), rng.uniform(-1, 1, 5000)]
+    )
     x = np.clip(x, -1, 1)
     sums = partial_sums([x], -np.ones(3), np.ones(3), PassSpec(degree))
     probs = np.array([cell_probabilities(x[:, i]) for i in range(3)])
     factors = FactorPairs(spread_factors(probs, degree), np.array([[0, 1], [0, 2], [1, 2]]))
-    direct = [np.sum(chebyshev.chebval(x[:, i], factors.coefficients[i])
-                     * chebyshev.chebval(x[:, j], factors.coefficients[j])) for i, j in factors.pairs]
+    direct = [
+        np.sum(
+            chebyshev.chebval(x[:, i], factors.coefficients[i])
+            * chebyshev.chebval(x[:, j], factors.coefficients[j])
+        )
+        for i, j in factors.pairs
+    ]
     mass = np.abs(factors.coefficients).sum(axis=1)
     rounding = np.array([mass[i] + mass[j] for i, j in factors.pairs]) * 5000 * 2.0**-16
     assert np.all(np.abs(factors.sums(sums) - direct) <= rounding)
@@ -148,8 +161,9 @@ def test_factor_pair_sums_from_the_gram_match_a_direct_sum(rng, degree):
 def test_structured_products_match_the_dense_values(rng):
     """The fit's operator for factor pairs gives the dense matrix's products."""
     points = rng.uniform(-1, 1, size=(300, 4))
-    coefficients = np.array([[0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, -1.0], [0.1, 0.8, -0.1, 0.2],
-                             [0.0, 0.5, 0.0, -0.5]])
+    coefficients = np.array(
+        [[0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, -1.0], [0.1, 0.8, -0.1, 0.2], [0.0, 0.5, 0.0, -0.5]]
+    )
     factors = FactorPairs(coefficients, np.array([[0, 1], [1, 2], [0, 3], [2, 3]]))
     scale = rng.uniform(0.5, 2.0, 4)
     values = FunctionValues.from_functions([factors], [scale], points)
@@ -177,9 +191,13 @@ def test_copula_correlation_inverts_the_factor_pair_answer(rng):
         cov[i, j] = cov[j, i] = rho
     z = rng.multivariate_normal(np.zeros(3), cov, size=n)
     u = ndtr(z)
-    x = np.column_stack([np.clip(0.05 * np.tan(np.pi * (u[:, 0] - 0.5)), -1, 1),  # Cauchy-like
-                         -0.95 + 0.2 * np.exp(1.0 * z[:, 1]).clip(max=9.75),   # log-normal
-                         2.0 * u[:, 2] - 1.0])                                # uniform
+    x = np.column_stack(
+        [
+            np.clip(0.05 * np.tan(np.pi * (u[:, 0] - 0.5)), -1, 1),  # Cauchy-like
+            -0.95 + 0.2 * np.exp(1.0 * z[:, 1]).clip(max=9.75),  # log-normal
+            2.0 * u[:, 2] - 1.0,
+        ]
+    )  # uniform
     probs = np.array([cell_probabilities(x[:, i]) for i in range(3)])
     pairs = np.array(list(truth))
     factors = FactorPairs(spread_factors(probs, 3), pairs)
@@ -193,8 +211,8 @@ def test_copula_correlation_of_a_two_level_column_skips_its_empty_cells(rng):
     a uniform one, from a Gaussian copula of correlation 0.6: from the exact answer the copula
     correlation comes back within 0.03 (measured 0.591-0.596 over seeds 0-5; its sample
     standard deviation at 200,000 records is about 0.003). The inverse CDF jumps over the empty
-    cells; until stop 30 it ran linearly across them, the 1s spread from -0.875 to 1, and the
-    same answer read as a correlation of 0.92."""
+    cells; running linearly across them, the 1s spread from -0.875 to 1, the same answer read as
+    a correlation of 0.92."""
     from scipy.special import ndtr
 
     n = 200_000

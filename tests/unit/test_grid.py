@@ -26,8 +26,11 @@ from dpsmooth_spark.privacy.noise import NoiseSource
 def test_theorem17_parameters():
     plan = theorem17_plan(569, 2, 2)
     assert (plan.degree, plan.grid_points, plan.levels, plan.rows) == (
-        math.ceil(569 ** (1 / 6)), math.ceil(569 ** (2 / 6)), math.ceil(569 ** (4 / 6)),
-        math.ceil(569 ** (1 + 3 / 6)))
+        math.ceil(569 ** (1 / 6)),
+        math.ceil(569 ** (2 / 6)),
+        math.ceil(569 ** (4 / 6)),
+        math.ceil(569 ** (1 + 3 / 6)),
+    )
     eps_delta = theorem17_plan(1e5, 2, 2, delta=1e-6)
     log = math.log(1e6)
     assert eps_delta.degree == math.ceil(1e5 ** (2 / 10) * log ** (-1 / 10))
@@ -57,8 +60,12 @@ def test_large_budget_release_matches_smooth_statistics(rng, delta):
     noise = NoiseSource(np.random.default_rng(3))
     noisy_count = release_count(n, params.count_fraction, acc, noise)
     plan = plan_grid(noisy_count, d, params, delta)
-    sums = partial_sums([data], bounds.lower, bounds.upper, PassSpec(1, plan.degree, plan.grid_points))
-    release = release_grid(sums, bounds, plan, noisy_count, acc.share(1 - params.count_fraction), acc, noise)
+    sums = partial_sums(
+        [data], bounds.lower, bounds.upper, PassSpec(1, plan.degree, plan.grid_points)
+    )
+    release = release_grid(
+        sums, bounds, plan, noisy_count, acc.share(1 - params.count_fraction), acc, noise
+    )
     assert acc.spent_epsilon() == pytest.approx(10.0)
     points, weights, _ = fit_grid(release)
     assert weights.shape == (plan.grid_points**d,)
@@ -67,5 +74,8 @@ def test_large_budget_release_matches_smooth_statistics(rng, delta):
     assert set(np.unique(synthetic[:, 0])) <= set(grid_axis(plan.grid_points))
     # smooth statistics: means within the grid's resolution plus noise, a wide Gaussian query
     np.testing.assert_allclose(synthetic.mean(axis=0), data.mean(axis=0), atol=2 / plan.grid_points)
-    f = lambda x: np.exp(-((x - [0.1, 0.0]) ** 2).sum(axis=1) / 2)
+
+    def f(x):
+        return np.exp(-((x - [0.1, 0.0]) ** 2).sum(axis=1) / 2)
+
     assert abs(f(synthetic).mean() - f(data).mean()) < 0.01

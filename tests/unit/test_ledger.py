@@ -8,8 +8,16 @@ from dpsmooth_spark.privacy.ledger import BudgetExceededError, BudgetLedger, Led
 
 
 def record(ledger, release_id, table="t", epsilon=1.0, delta=0.0, lifetime=None):
-    ledger.record_statistics(release_id, table, "smooth_pca", epsilon, delta, {"stages": []},
-                             {"noisy_count": 10.0}, lifetime)
+    ledger.record_statistics(
+        release_id,
+        table,
+        "smooth_pca",
+        epsilon,
+        delta,
+        {"stages": []},
+        {"noisy_count": 10.0},
+        lifetime,
+    )
 
 
 def test_spent_budget_composes_per_table(tmp_path):

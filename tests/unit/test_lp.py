@@ -35,7 +35,9 @@ def test_matches_highs_on_random_instance(rng):
     a_ub = np.block([[w, -np.eye(r)], [-w, -np.eye(r)]])
     b_ub = np.concatenate([b, -b])
     a_eq = np.concatenate([np.ones(c), np.zeros(r)])[None]
-    ref = linprog(cost, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=[1.0], bounds=(0, None), method="highs")
+    ref = linprog(
+        cost, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=[1.0], bounds=(0, None), method="highs"
+    )
     assert ref.status == 0
     assert fit.objective == pytest.approx(ref.fun, rel=1e-6, abs=1e-8)
     # an L1 fit's basic solution has at most R + 1 non-zero weights

@@ -67,11 +67,17 @@ def test_every_group_ends_within_its_target_and_closer_to_the_prior_than_the_clo
     sigma = 0.01
     groups = np.arange(basis.size) % 3
     fit, closest = fit_within_noise(w, b, sigma, groups)
-    targets = np.maximum(np.bincount(groups), 1.05 * group_chi_square(w, closest.weights, b,
-                                                                      np.full(b.size, sigma), groups))
-    assert np.all(group_chi_square(w, fit.weights, b, np.full(b.size, sigma), groups) <= targets * 1.01)
+    targets = np.maximum(
+        np.bincount(groups),
+        1.05 * group_chi_square(w, closest.weights, b, np.full(b.size, sigma), groups),
+    )
+    assert np.all(
+        group_chi_square(w, fit.weights, b, np.full(b.size, sigma), groups) <= targets * 1.01
+    )
     positive = closest.weights > 0
-    closest_kl = float(np.sum(closest.weights[positive] * np.log(closest.weights[positive] * closest.weights.size)))
+    closest_kl = float(
+        np.sum(closest.weights[positive] * np.log(closest.weights[positive] * closest.weights.size))
+    )
     assert fit.kl < closest_kl
     assert 1.0 / np.sum(fit.weights**2) > 20 * (basis.size + 1)  # mass spread, not R + 1 points
 
@@ -98,9 +104,13 @@ def test_simplex_projection_is_the_nearest_distribution(rng):
     """Checked against the optimality conditions: u = max(v - tau, 0) with one tau; on spread
     vectors, on a distribution nudged by a small gradient step (the closest fit's case), and on
     ties."""
-    cases = [rng.normal(size=50), rng.normal(size=5000) * 100,
-             rng.dirichlet(np.full(10_000, 0.1)) - 1e-5 * rng.normal(size=10_000),
-             np.full(7, 3.0), np.array([1.0, 1.0, -5.0])]
+    cases = [
+        rng.normal(size=50),
+        rng.normal(size=5000) * 100,
+        rng.dirichlet(np.full(10_000, 0.1)) - 1e-5 * rng.normal(size=10_000),
+        np.full(7, 3.0),
+        np.array([1.0, 1.0, -5.0]),
+    ]
     for v in cases:
         u = project_to_simplex(v)
         assert u.sum() == pytest.approx(1.0) and np.all(u >= 0)
@@ -149,8 +159,12 @@ def test_an_unfinished_dual_is_brought_back_within_every_target(rng):
     assert np.max(group_chi_square(w, early.weights, b, sigma, groups) / targets) > 10
     fit = within_targets(early, closest.weights, w, b, sigma, targets, groups, None)
     assert np.all(group_chi_square(w, fit.weights, b, sigma, groups) <= targets * (1 + 1e-6))
-    closest_kl = float(np.sum(closest.weights[closest.weights > 0]
-                              * np.log(closest.weights[closest.weights > 0] * w.shape[1])))
+    closest_kl = float(
+        np.sum(
+            closest.weights[closest.weights > 0]
+            * np.log(closest.weights[closest.weights > 0] * w.shape[1])
+        )
+    )
     assert fit.kl <= closest_kl + 1e-9
 
 
@@ -174,7 +188,9 @@ def test_a_dual_stopped_far_from_its_targets_goes_on_from_where_it_stopped(monke
     one, _ = fit_within_noise(w, b, sigma, groups, max_iterations=10, start=truth)
     assert one.kl > 5 * converged.kl  # the fallback of one round sits near the closest fit
     assert rounds.kl <= 1.01 * converged.kl
-    targets = np.maximum(np.bincount(groups), 1.05 * group_chi_square(w, closest.weights, b, sigma, groups))
+    targets = np.maximum(
+        np.bincount(groups), 1.05 * group_chi_square(w, closest.weights, b, sigma, groups)
+    )
     assert np.all(group_chi_square(w, rounds.weights, b, sigma, groups) <= targets * (1 + 1e-6))
 
 
@@ -190,7 +206,9 @@ def test_a_stopped_dual_goes_on_only_where_its_way_back_concentrates_the_fit():
     assert not maxent.needs_another_round(stopped, MaxEntFit(spread, 40.0, 0.9, 200, False), spread)
     assert not maxent.needs_another_round(stopped, MaxEntFit(spread, 40.0, 0.4, 200, False), narrow)
     converged = MaxEntFit(spread, 50.0, 0.3, 120, True, dual)
-    assert not maxent.needs_another_round(converged, MaxEntFit(spread, 40.0, 0.9, 120, False), narrow)
+    assert not maxent.needs_another_round(
+        converged, MaxEntFit(spread, 40.0, 0.9, 120, False), narrow
+    )
 
 
 def test_segment_back_also_stops_at_the_per_answer_bounds():
@@ -202,7 +220,9 @@ def test_segment_back_also_stops_at_the_per_answer_bounds():
     end = np.array([0.43, 0.3, 0.27])
     fit = MaxEntFit(end, 1.69, 0.0, 5, True)
     assert within_targets(fit, feasible, w, b, sigma, np.array([2.0]), groups, None) is fit
-    boxed = within_targets(fit, feasible, w, b, sigma, np.array([2.0]), groups, None, np.array([1.0, 1.0]))
+    boxed = within_targets(
+        fit, feasible, w, b, sigma, np.array([2.0]), groups, None, np.array([1.0, 1.0])
+    )
     z = (w @ boxed.weights - b) / sigma
     assert np.abs(z).max() <= 1.0 + 1e-6 and abs(boxed.weights.sum() - 1.0) < 1e-12
 
@@ -246,7 +266,9 @@ def test_closest_fit_starts_from_the_copula_the_candidates_were_drawn_from(rng):
     mean = start @ points
     cov = (points - mean).T @ ((points - mean) * start[:, None])
     assert start.min() >= 0 and start.sum() == pytest.approx(1.0)
-    assert cov[0, 1] / np.sqrt(cov[0, 0] * cov[1, 1]) == pytest.approx(np.corrcoef(copula_only.T)[0, 1], abs=0.02)
+    assert cov[0, 1] / np.sqrt(cov[0, 0] * cov[1, 1]) == pytest.approx(
+        np.corrcoef(copula_only.T)[0, 1], abs=0.02
+    )
     assert np.corrcoef(points.T)[0, 1] < 0.3  # unweighted: mostly product draws
     prior = Candidates(points, log_prior, marginals).start_weights()  # no copula: the prior
     np.testing.assert_allclose(prior, Candidates(points, log_prior, marginals).prior_weights())
@@ -283,12 +305,17 @@ def test_matched_weights_hold_the_target_correlation_and_keep_means_and_variance
     v = match_correlation(x, u, target)
     assert np.all(v >= 0) and abs(v.sum() - 1.0) < 1e-12
     after = np.cov(x.T, aweights=v)
-    np.testing.assert_allclose(after / np.sqrt(np.outer(np.diag(after), np.diag(after))), target, atol=1e-4)
+    np.testing.assert_allclose(
+        after / np.sqrt(np.outer(np.diag(after), np.diag(after))), target, atol=1e-4
+    )
     np.testing.assert_allclose(v @ x, u @ x, atol=1e-5)
     np.testing.assert_allclose(np.diag(after), np.diag(before), atol=1e-5)
     assert float(v @ np.log(v / u)) < 2 * len(upper[0]) / c
-    np.testing.assert_allclose(weighted_correlation(x, v), after / np.sqrt(np.outer(np.diag(after), np.diag(after))),
-                               atol=1e-12)
+    np.testing.assert_allclose(
+        weighted_correlation(x, v),
+        after / np.sqrt(np.outer(np.diag(after), np.diag(after))),
+        atol=1e-12,
+    )
 
 
 def test_a_target_the_support_cannot_reach_leaves_finite_weights(rng):
@@ -308,7 +335,9 @@ def test_reflection_never_leaves_the_cube_and_puts_no_mass_on_bounds(rng):
     x = rng.normal(0.9, 0.5, 100_000)
     y = reflect_into_cube(x)
     assert np.all(np.abs(y) < 1.0)
-    np.testing.assert_allclose(reflect_into_cube(np.array([1.2, -1.3, 0.5, 3.5])), [0.8, -0.7, 0.5, -0.5])
+    np.testing.assert_allclose(
+        reflect_into_cube(np.array([1.2, -1.3, 0.5, 3.5])), [0.8, -0.7, 0.5, -0.5]
+    )
     rows = sample_records(np.array([[0.99, -0.99]]), np.array([1.0]), 1000, 0.05, rng)
     assert np.all(np.abs(rows) < 1.0)
 
@@ -329,8 +358,14 @@ def test_herded_sample_follows_the_weights_closer_than_independent_draws():
     weighted /= np.sqrt(np.outer(np.diag(weighted), np.diag(weighted)))
 
     def errors(picks: np.ndarray) -> tuple[float, float]:
-        tv = max(0.5 * np.abs(np.bincount(cells[picks, j], minlength=64) / picks.size
-                              - np.bincount(cells[:, j], weights=u, minlength=64)).sum() for j in range(3))
+        tv = max(
+            0.5
+            * np.abs(
+                np.bincount(cells[picks, j], minlength=64) / picks.size
+                - np.bincount(cells[:, j], weights=u, minlength=64)
+            ).sum()
+            for j in range(3)
+        )
         corr = np.abs(np.corrcoef(points[picks].T) - weighted)[np.triu_indices(3, 1)].max()
         return tv, corr
 
@@ -339,8 +374,11 @@ def test_herded_sample_follows_the_weights_closer_than_independent_draws():
     assert herded[0] <= 0.25 * independent[0]  # measured 0.021 against 0.15
     assert herded[1] <= 0.1 * independent[1]  # measured 0.0013 against 0.04
     # four points in distinct cells: each is picked in proportion to its weight, to within 2 rows
-    picks = herded_indices(np.array([[-0.9, -0.9], [-0.3, 0.3], [0.3, -0.3], [0.9, 0.9]]),
-                           np.array([0.1, 0.2, 0.3, 0.4]), 1000)
+    picks = herded_indices(
+        np.array([[-0.9, -0.9], [-0.3, 0.3], [0.3, -0.3], [0.9, 0.9]]),
+        np.array([0.1, 0.2, 0.3, 0.4]),
+        1000,
+    )
     np.testing.assert_allclose(np.bincount(picks, minlength=4), [100, 200, 300, 400], atol=2)
 
 
@@ -354,7 +392,11 @@ def test_herding_keeps_the_two_way_table_of_a_category_and_a_flag():
     region, flag, x = rng.integers(0, 4, 4000), rng.integers(0, 2, 4000), rng.uniform(-1, 1, 4000)
     points = np.column_stack([-1 + 2 * region / 3, -1 + 2 * flag, x])
     rate = np.array([0.1, 0.3, 0.5, 0.7])[region]
-    u = np.where(flag == 1, rate, 1 - rate) * np.array([0.4, 0.3, 0.2, 0.1])[region] * (1 + 0.5 * x * (2 * flag - 1))
+    u = (
+        np.where(flag == 1, rate, 1 - rate)
+        * np.array([0.4, 0.3, 0.2, 0.1])[region]
+        * (1 + 0.5 * x * (2 * flag - 1))
+    )
     u /= u.sum()
     cell = region * 2 + flag
     picks = herded_indices(points, u, 2000)
@@ -381,8 +423,12 @@ def test_reordering_keeps_every_columns_values_and_reaches_the_target_correlatio
     rows too, and every correlation comes within 0.005 of the target (measured 0.0011; before,
     0.27). Deterministic for the seeded sample."""
     rng = np.random.default_rng(11)
-    x = np.column_stack([np.tanh(rng.normal(size=(2000, 3))), np.where(rng.random(2000) < 0.3, 1.0, -1.0)])
-    target = np.array([[1.0, 0.3, 0.0, 0.2], [0.3, 1.0, -0.2, 0.0], [0.0, -0.2, 1.0, 0.1], [0.2, 0.0, 0.1, 1.0]])
+    x = np.column_stack(
+        [np.tanh(rng.normal(size=(2000, 3))), np.where(rng.random(2000) < 0.3, 1.0, -1.0)]
+    )
+    target = np.array(
+        [[1.0, 0.3, 0.0, 0.2], [0.3, 1.0, -0.2, 0.0], [0.0, -0.2, 1.0, 0.1], [0.2, 0.0, 0.1, 1.0]]
+    )
     movable = np.array([True, True, True, False])
     out = reorder_to_correlation(x, target, movable)
     np.testing.assert_array_equal(np.sort(out, axis=0), np.sort(x, axis=0))
@@ -413,13 +459,25 @@ def test_a_herded_sample_has_the_fitted_mixtures_correlation():
         return float(np.abs(np.corrcoef(sample.T) - target)[iu].max())
 
     picks = points[herded_indices(points, u, 1000)]
-    alone = np.median([error(reflect_into_cube(picks + np.random.default_rng(seed).standard_normal(picks.shape) * jitter))
-                       for seed in range(5)])
-    reordered = error(sample_records(points, u, 1000, jitter, np.random.default_rng(3), herding_rows=1000))
+    alone = np.median(
+        [
+            error(
+                reflect_into_cube(
+                    picks + np.random.default_rng(seed).standard_normal(picks.shape) * jitter
+                )
+            )
+            for seed in range(5)
+        ]
+    )
+    reordered = error(
+        sample_records(points, u, 1000, jitter, np.random.default_rng(3), herding_rows=1000)
+    )
     assert reordered <= min(0.003, 0.5 * alone)
     # the mixture's correlation: the weighted candidates' covariance plus the jitter's variance
     weighted = np.cov(points.T, aweights=u, bias=True) + np.diag(jitter**2)
-    np.testing.assert_allclose(target, weighted / np.sqrt(np.outer(np.diag(weighted), np.diag(weighted))))
+    np.testing.assert_allclose(
+        target, weighted / np.sqrt(np.outer(np.diag(weighted), np.diag(weighted)))
+    )
 
 
 def test_histogram_cells_coarsen_and_evaluate_consistently(rng):
@@ -427,10 +485,14 @@ def test_histogram_cells_coarsen_and_evaluate_consistently(rng):
     x[0] = [1.0, -1.0]  # the bounds go to the end cells
     fine = partial_sums([x], -np.ones(2), np.ones(2), PassSpec(1, histogram_cells=16)).histograms
     coarse = coarsen_histograms(fine, 4)
-    np.testing.assert_array_equal(coarse, HistogramBasis(2, 4).evaluate(x).sum(axis=1).reshape(2, 4))
+    np.testing.assert_array_equal(
+        coarse, HistogramBasis(2, 4).evaluate(x).sum(axis=1).reshape(2, 4)
+    )
     assert coarse.sum() == 2000
     weights = rng.uniform(0.0, 1.0, 1000)
-    np.testing.assert_allclose(HistogramBasis(2, 4).mass(x, weights), HistogramBasis(2, 4).evaluate(x) @ weights)
+    np.testing.assert_allclose(
+        HistogramBasis(2, 4).mass(x, weights), HistogramBasis(2, 4).evaluate(x) @ weights
+    )
     with pytest.raises(ValueError, match="do not divide"):
         coarsen_histograms(fine, 3)
 
@@ -448,12 +510,18 @@ def test_function_values_operator_matches_the_functions_evaluated_one_by_one(rng
     points = rng.uniform(-1, 1, size=(500, 5))
     pairwise = BasisSet.pairwise(5, 3)
     pair_terms = pairwise.indices[(pairwise.indices != 0).sum(axis=1) == 2]
-    functions = [HistogramBasis(5, 8), pairwise.with_anchor_pairs([1]),
-                 ProjectionBasis.from_vectors(rng.standard_normal((5, 2))), BasisSet.marginal(5, 2),
-                 BasisSet(5, 3, pair_terms)]  # pair terms alone, as the `pairs` bases are
+    functions = [
+        HistogramBasis(5, 8),
+        pairwise.with_anchor_pairs([1]),
+        ProjectionBasis.from_vectors(rng.standard_normal((5, 2))),
+        BasisSet.marginal(5, 2),
+        BasisSet(5, 3, pair_terms),
+    ]  # pair terms alone, as the `pairs` bases are
     scales = [rng.uniform(1.0, 100.0, f.size) for f in functions]
     operator = FunctionValues.from_functions(functions, scales, points)
-    dense = np.vstack([f.evaluate(points) * s[:, None] for f, s in zip(functions, scales)])
+    dense = np.vstack(
+        [f.evaluate(points) * s[:, None] for f, s in zip(functions, scales, strict=False)]
+    )
     assert operator.shape == dense.shape
     np.testing.assert_allclose(operator.dense(), dense, rtol=1e-6, atol=1e-4)
     u = rng.dirichlet(np.ones(500))
@@ -469,7 +537,9 @@ def test_answer_bound_keeps_the_strongest_relation_within_it():
     grid = np.linspace(-1, 1, 21)
     points = np.array([(a, b) for a in grid for b in grid])
     w = BasisSet.pairwise(2, 2).evaluate(points)  # x, T2(x), y, T2(y), x y
-    true = np.exp(-(points[:, 0] ** 2 - 1.4 * points[:, 0] * points[:, 1] + points[:, 1] ** 2) / 0.3)
+    true = np.exp(
+        -(points[:, 0] ** 2 - 1.4 * points[:, 0] * points[:, 1] + points[:, 1] ** 2) / 0.3
+    )
     true /= true.sum()
     sigma = 0.01
     b = w @ true + sigma * np.random.default_rng(0).standard_normal(w.shape[0])
@@ -512,10 +582,14 @@ def test_james_stein_tolerance_fits_clear_groups_closely_and_leaves_noise_at_the
     def groups_of(n, size):
         return np.repeat(np.arange(n), size)
 
-    clear = james_stein_tolerance((8.0 + rng.standard_normal((500, 30))).ravel(), groups_of(500, 30), "gaussian")
+    clear = james_stein_tolerance(
+        (8.0 + rng.standard_normal((500, 30))).ravel(), groups_of(500, 30), "gaussian"
+    )
     assert clear.max() < 0.03
-    for noise, draws in (("laplace", rng.laplace(0.0, 1 / np.sqrt(2), (2000, 61))),
-                         ("gaussian", rng.standard_normal((2000, 61)))):
+    for noise, draws in (
+        ("laplace", rng.laplace(0.0, 1 / np.sqrt(2), (2000, 61))),
+        ("gaussian", rng.standard_normal((2000, 61))),
+    ):
         assert np.mean(james_stein_tolerance(draws.ravel(), groups_of(2000, 61), noise) < 1) < 0.05
     null = rng.laplace(0.0, 1 / np.sqrt(2), (2000, 61))
     null[:, 0] = 5.3
@@ -547,7 +621,10 @@ def test_james_stein_tolerance_keeps_a_clear_relations_strength():
 
     strength, _ = fitted_strength(3.0)
     shrunk, _ = fitted_strength(3.0, strength_signal=np.inf)
-    assert abs(strength.mean() - 1.0) < 0.05 and shrunk.mean() < 0.85, (strength.mean(), shrunk.mean())
+    assert abs(strength.mean() - 1.0) < 0.05 and shrunk.mean() < 0.85, (
+        strength.mean(),
+        shrunk.mean(),
+    )
     state = rng.bit_generator.state
     _, weak = fitted_strength(0.5)
     rng.bit_generator.state = state

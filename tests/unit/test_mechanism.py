@@ -32,7 +32,9 @@ def test_large_budget_recovers_means_and_correlations(rng):
     np.testing.assert_allclose(fake.mean(axis=0), real.mean(axis=0), atol=0.1)
     np.testing.assert_allclose(np.corrcoef(fake.T), np.corrcoef(real.T), atol=0.15)
     summary = synth.result_.summary
-    measured = summary.basis.size + (summary.factor_pairs.size if summary.factor_pairs is not None else 0)
+    measured = summary.basis.size + (
+        summary.factor_pairs.size if summary.factor_pairs is not None else 0
+    )
     assert measured > 6  # auto picked pair terms at this n * epsilon
 
 
@@ -43,10 +45,15 @@ def test_budget_is_spent_exactly_once(rng, delta, strategy):
     synth = SmoothSynthesizer(0.7, bounds, delta=delta, params=params, random_state=2).fit(table)
     account = synth.accountant_.to_dict()
     stages = [c["stage"] for c in account["stages"]]
-    assert stages == (["count", "histograms", "basis_sums", "psi", "directions"]
-                      if strategy == "psi" else ["count", "histograms", "basis_sums"])
+    assert stages == (
+        ["count", "histograms", "basis_sums", "psi", "directions"]
+        if strategy == "psi"
+        else ["count", "histograms", "basis_sums"]
+    )
     assert account["epsilon_spent"] == pytest.approx(0.7)
-    assert all(c["mechanism"] == ("laplace" if delta == 0 else "gaussian") for c in account["stages"])
+    assert all(
+        c["mechanism"] == ("laplace" if delta == 0 else "gaussian") for c in account["stages"]
+    )
 
 
 def test_samples_respect_bounds_and_default_row_count(rng):
@@ -71,7 +78,9 @@ def worst_relative(real, fake, queries, sigmas):
     return (np.abs(truth - got) / truth).max(axis=1)
 
 
-def test_release_spreads_mass_without_point_masses_or_hurting_smooth_queries(wdbc_table, wdbc_bounds):
+def test_release_spreads_mass_without_point_masses_or_hurting_smooth_queries(
+    wdbc_table, wdbc_bounds
+):
     """The maximum-entropy fit keeps many candidates (the L1 LP alone keeps at most R + 1), and
     the sampled rows are distinct and never on a bound; the jitter does not cost accuracy."""
     real = wdbc_scaled(wdbc_table, wdbc_bounds)[:, :30]
@@ -101,13 +110,22 @@ def test_independent_columns_stay_independent(rng):
     Laplace draw is 9 noise deviations), median 0.03; at that per-seed rate a correct mechanism
     fails this test (3 of 5 seeds above) with probability about 0.02 over seeds; seeded."""
     n, d = 2000, 6
-    data = np.column_stack([rng.uniform(0, 1, n), rng.beta(2, 5, n), rng.normal(0.5, 0.1, n),
-                            rng.exponential(0.2, n), rng.uniform(0, 1, n), rng.beta(5, 1, n)])
+    data = np.column_stack(
+        [
+            rng.uniform(0, 1, n),
+            rng.beta(2, 5, n),
+            rng.normal(0.5, 0.1, n),
+            rng.exponential(0.2, n),
+            rng.uniform(0, 1, n),
+            rng.beta(5, 1, n),
+        ]
+    )
     bounds = {f"c{i}": (0.0, 1.0) if i != 3 else (0.0, 2.0) for i in range(d)}
     largest = []
     for seed in range(5):
         synth = SmoothSynthesizer(1.0, bounds, random_state=seed).fit(
-            {c: np.clip(data[:, i], *bounds[c]) for i, c in enumerate(bounds)})
+            {c: np.clip(data[:, i], *bounds[c]) for i, c in enumerate(bounds)}
+        )
         assert synth.result_.summary.factor_pairs is not None  # the pairs are measured
         out = synth.sample(n)
         corr = np.corrcoef(np.column_stack([out[c] for c in bounds]).T)
@@ -126,18 +144,22 @@ def test_wdbc_beats_the_papers_worst_case_relative_error(wdbc_table, wdbc_bounds
         worst.append(worst_relative(real, rows[:, :30], queries, PAPER_SIGMAS))
     mean_worst = np.mean(worst, axis=0)
     paper = np.array([PAPER_WDBC_EPS1["worst_rel"][s] for s in PAPER_SIGMAS])
-    assert np.all(mean_worst <= paper), dict(zip(PAPER_SIGMAS, mean_worst))
+    assert np.all(mean_worst <= paper), dict(zip(PAPER_SIGMAS, mean_worst, strict=False))
 
 
-@pytest.mark.parametrize(("d", "rows", "constant"), [(1, 200, False), (100, 300, False), (3, 200, True)],
-                         ids=["d=1", "d=100", "constant-columns"])
+@pytest.mark.parametrize(
+    ("d", "rows", "constant"),
+    [(1, 200, False), (100, 300, False), (3, 200, True)],
+    ids=["d=1", "d=100", "constant-columns"],
+)
 def test_unusual_shapes_release_valid_tables(rng, d, rows, constant):
     names = [f"c{i}" for i in range(d)]
     values = np.full((rows, d), 0.25) if constant else rng.uniform(0, 1, size=(rows, d))
     bounds = {n: (0.0, 1.0) for n in names}
     params = SmoothPCAParams(candidates=300)
     synth = SmoothSynthesizer(1.0, bounds, params=params, random_state=4).fit(
-        {n: values[:, i] for i, n in enumerate(names)})
+        {n: values[:, i] for i, n in enumerate(names)}
+    )
     out = synth.sample(50)
     for n in names:
         assert out[n].shape == (50,) and np.all((out[n] >= 0) & (out[n] <= 1))
@@ -180,7 +202,11 @@ def test_auto_basis_drops_anchor_pairs_that_the_noise_would_swamp():
     from dpsmooth_spark.privacy.accountant import PrivacyAccountant
 
     low, high = PrivacyAccountant(0.1), PrivacyAccountant(1.0)
-    assert per_function_noise(4, 150, low, 0.038) > ANCHOR_NOISE_LIMIT > per_function_noise(4, 150, high, 0.38)
+    assert (
+        per_function_noise(4, 150, low, 0.038)
+        > ANCHOR_NOISE_LIMIT
+        > per_function_noise(4, 150, high, 0.38)
+    )
     assert choose_basis(SmoothPCAParams(), 5, 150, low, 0.038, anchors=(4,)).size == 0
     assert choose_basis(SmoothPCAParams(), 5, 150, high, 0.38, anchors=(4,)).size == 4
 
@@ -201,11 +227,17 @@ def test_anchor_picks_are_as_many_as_the_share_measures_at_the_noise_limit():
 
     low, share = PrivacyAccountant(0.1), 0.038
     measure = share * (1.0 - ANCHOR_PICK_SELECTION)
-    assert per_function_noise(1, 150, low, measure) > ANCHOR_NOISE_LIMIT > per_function_noise(1, 569, low, measure)
+    assert (
+        per_function_noise(1, 150, low, measure)
+        > ANCHOR_NOISE_LIMIT
+        > per_function_noise(1, 569, low, measure)
+    )
     default = SmoothPCAParams()
     assert pickable_anchor_pairs(default, 30, 150, low, share) == 0
     assert pickable_anchor_pairs(default, 30, 569, low, share) == 1
-    assert pickable_anchor_pairs(SmoothPCAParams(anchor_picks=8), 30, 1797, low, share) == 7  # 0.5 / 0.069
+    assert (
+        pickable_anchor_pairs(SmoothPCAParams(anchor_picks=8), 30, 1797, low, share) == 7
+    )  # 0.5 / 0.069
     assert pickable_anchor_pairs(SmoothPCAParams(anchor_picks=8), 3, 10**6, low, share) == 2
     assert pickable_anchor_pairs(SmoothPCAParams(anchor_picks=0), 30, 10**6, low, share) == 0
     assert pickable_anchor_pairs(SmoothPCAParams(basis="marginal"), 30, 10**6, low, share) == 0
@@ -270,8 +302,9 @@ def test_a_tiny_noisy_release_invents_no_relation():
     bounds = {**{f"c{i}": (-3.0, 3.0) for i in range(4)}, "label": (0.0, 1.0)}
     real = np.corrcoef(np.column_stack(list(data.values())).T)[np.triu_indices(5, 1)]
     for seed in range(10):
-        synth = SmoothSynthesizer(0.1, bounds, params=SmoothPCAParams(pair_columns=("label",)),
-                                  random_state=seed).fit(data)
+        synth = SmoothSynthesizer(
+            0.1, bounds, params=SmoothPCAParams(pair_columns=("label",)), random_state=seed
+        ).fit(data)
         corr = fitted_correlation(synth.result_)
         ratio = np.abs(corr[np.triu_indices(5, 1)] - real).mean() / np.abs(real).mean()
         assert ratio <= 1.05, (seed, ratio)
@@ -289,11 +322,15 @@ def test_a_boolean_column_does_not_pull_the_fit_off_its_prior():
     0.006. Deterministic given the seeds; the thresholds (50%, 0.01) sit between the two."""
     rng = np.random.default_rng(5)
     n, k = 1000, 40
-    columns = {f"x{j}": rng.beta(2, 5, n) for j in range(k)} | {"y": rng.integers(0, 2, n).astype(float)}
+    columns = {f"x{j}": rng.beta(2, 5, n) for j in range(k)} | {
+        "y": rng.integers(0, 2, n).astype(float)
+    }
     bounds = {f"x{j}": (0.0, 1.0) for j in range(k)} | {"y": (0.0, 1.0)}
     upper = np.triu_indices(k + 1, 1)
     for seed in range(8):
-        result = SmoothSynthesizer(0.1, bounds, levels={"y": 2}, random_state=seed).fit(columns).result_
+        result = (
+            SmoothSynthesizer(0.1, bounds, levels={"y": 2}, random_state=seed).fit(columns).result_
+        )
         assert result.functions == (k + 1) * result.summary.histograms.shape[1]  # histograms alone
         assert result.support_size >= 0.5 * result.candidates.shape[0], (seed, result.support_size)
         assert np.abs(fitted_correlation(result)[upper]).mean() < 0.01, seed
@@ -320,8 +357,14 @@ def test_pooled_count_is_unbiased_with_the_inverse_variance_spread(pooled_std):
             draws.append(pooled_count(count, count_std, histograms, cell_std))
         else:
             pooled = true.sum(axis=0) + rng.laplace(0, pooled_std / np.sqrt(2), 4)
-            draws.append(pooled_count(count, count_std, histograms, cell_std, pooled, pooled_std, 5))
-    inverse = 1 / count_std**2 + 5 / (4 * cell_std**2) + (0 if pooled_std is None else 25 / (4 * pooled_std**2))
+            draws.append(
+                pooled_count(count, count_std, histograms, cell_std, pooled, pooled_std, 5)
+            )
+    inverse = (
+        1 / count_std**2
+        + 5 / (4 * cell_std**2)
+        + (0 if pooled_std is None else 25 / (4 * pooled_std**2))
+    )
     expected = 1.0 / np.sqrt(inverse)
     assert abs(np.mean(draws) - 150) <= 4 * expected / np.sqrt(4000)
     assert np.std(draws) == pytest.approx(expected, rel=0.05)
@@ -413,7 +456,8 @@ def cells_w1(p: np.ndarray, truth: np.ndarray | float) -> float:
 def test_a_histogram_the_noise_swamps_does_not_pile_into_one_cell():
     """4 cells of a spread column (wine's first column: 0.1 / 0.35 / 0.4 / 0.15) with share noise
     1.17 (wine at epsilon 0.1): a chi-square of 8 or more from the noise alone gives a
-    James-Stein factor of 0.75 or more, and cutting the negative cells then puts the column in one cell.
+    James-Stein factor of 0.75 or more, and cutting the negative cells then puts the column in one
+    cell.
     With the factor capped by ``largest_shrinkage_factor`` the private marginal's mean
     Wasserstein-1 to the truth over 200 seeded draws is below 0.85x the uncapped factor's
     (measured 0.176 against 0.237; 0.72-0.76x over seeds 0-5), and its largest cell holds 0.35
@@ -454,7 +498,9 @@ def test_swamped_histograms_take_the_shape_their_columns_share():
         for j in range(30):
             own = histogram_density(shares[j], np.full(4, std), 4)
             shape = shared_shape(np.delete(shares, j, axis=0), std)
-            shrunk = own if shape is None else histogram_density(shares[j], np.full(4, std), 4, *shape)
+            shrunk = (
+                own if shape is None else histogram_density(shares[j], np.full(4, std), 4, *shape)
+            )
             ours.append(cells_w1(shrunk, truth))
             uniform_target.append(cells_w1(own, truth))
     assert np.mean(ours) < 0.75 * np.mean(uniform_target)
@@ -476,16 +522,25 @@ def test_a_shared_shape_the_noise_swamps_too_is_not_used():
         shares = 0.25 + rng.laplace(0.0, std / np.sqrt(2.0), (4, 4))
         own = histogram_density(shares[0], np.full(4, std), 4)
         shape = shared_shape(shares[1:], std)
-        gated.append(cells_w1(own if shape is None else histogram_density(shares[0], np.full(4, std), 4, *shape), 0.25))
+        gated.append(
+            cells_w1(
+                own if shape is None else histogram_density(shares[0], np.full(4, std), 4, *shape),
+                0.25,
+            )
+        )
         noisy_mean = histogram_density(shares[1:].mean(axis=0), np.full(4, mean_std), 4)
-        ungated.append(cells_w1(histogram_density(shares[0], np.full(4, std), 4, noisy_mean, mean_std), 0.25))
+        ungated.append(
+            cells_w1(histogram_density(shares[0], np.full(4, std), 4, noisy_mean, mean_std), 0.25)
+        )
         uniform_target.append(cells_w1(own, 0.25))
     assert np.mean(ungated) > 1.3 * np.mean(uniform_target)  # the premise
     assert np.mean(gated) < 1.05 * np.mean(uniform_target)
 
     clear = np.array([0.7, 0.2, 0.1, 0.0])
-    np.testing.assert_allclose(histogram_density(clear, np.full(4, 0.01), 4, np.array([0.1, 0.2, 0.3, 0.4]), 0.01),
-                               histogram_density(clear, np.full(4, 0.01), 4))
+    np.testing.assert_allclose(
+        histogram_density(clear, np.full(4, 0.01), 4, np.array([0.1, 0.2, 0.3, 0.4]), 0.01),
+        histogram_density(clear, np.full(4, 0.01), 4),
+    )
 
 
 def test_a_summarys_continuous_marginals_share_a_shape_and_its_lattice_columns_do_not():
@@ -505,13 +560,25 @@ def test_a_summarys_continuous_marginals_share_a_shape_and_its_lattice_columns_d
     for seed in range(4):
         rng = np.random.default_rng(seed)
         histograms = n * (truth + rng.laplace(0.0, std / np.sqrt(2.0), truth.shape))
-        summary = NoisySummary(bounds, BasisSet(m + 1, 1, np.zeros((0, m + 1), dtype=np.int64)), n, np.zeros(0),
-                               np.zeros(0), histograms, std * n, levels=np.array([0] * m + [2]))
+        summary = NoisySummary(
+            bounds,
+            BasisSet(m + 1, 1, np.zeros((0, m + 1), dtype=np.int64)),
+            n,
+            np.zeros(0),
+            np.zeros(0),
+            histograms,
+            std * n,
+            levels=np.array([0] * m + [2]),
+        )
         lower = np.mean([summary.marginal_density(i, 4)[:2].sum() for i in range(m)])
-        alone = np.mean([histogram_density(h / n, np.full(4, std), 4)[:2].sum() for h in histograms[:m]])
+        alone = np.mean(
+            [histogram_density(h / n, np.full(4, std), 4)[:2].sum() for h in histograms[:m]]
+        )
         assert lower > alone + 0.05, (seed, lower, alone)
-        np.testing.assert_allclose(summary.marginal_density(m, 4),
-                                   lattice_density(histograms[m] / n, np.full(4, std), 4, 2))
+        np.testing.assert_allclose(
+            summary.marginal_density(m, 4),
+            lattice_density(histograms[m] / n, np.full(4, std), 4, 2),
+        )
 
 
 def _pooled_release(epsilon: float, seed: int, delta: float = 0.0, **params):
@@ -553,13 +620,29 @@ def test_where_every_histogram_is_swamped_the_release_measures_their_pooled_shap
         assert summary.pooled_columns.tolist() == list(range(30))
         charge = next(c for c in accountant.charges if c.stage == "pooled_histogram")
         assert charge.sensitivity == 30.0
-        ours.append(np.mean([cells_w1(p, t) for p, t in zip(summary.marginal_probabilities()[:30], truth)]))
+        ours.append(
+            np.mean(
+                [
+                    cells_w1(p, t)
+                    for p, t in zip(summary.marginal_probabilities()[:30], truth, strict=False)
+                ]
+            )
+        )
         summary, _, truth = _pooled_release(0.1, seed, pooled_histogram="off")
         assert summary.pooled_histogram is None
-        off.append(np.mean([cells_w1(p, t) for p, t in zip(summary.marginal_probabilities()[:30], truth)]))
-    assert all(a < 0.5 * b for a, b in zip(ours, off)), (ours, off)
+        off.append(
+            np.mean(
+                [
+                    cells_w1(p, t)
+                    for p, t in zip(summary.marginal_probabilities()[:30], truth, strict=False)
+                ]
+            )
+        )
+    assert all(a < 0.5 * b for a, b in zip(ours, off, strict=False)), (ours, off)
     summary, accountant, _ = _pooled_release(10.0, 0)
-    assert summary.pooled_histogram is None and "pooled_histogram" not in [c.stage for c in accountant.charges]
+    assert summary.pooled_histogram is None and "pooled_histogram" not in [
+        c.stage for c in accountant.charges
+    ]
     assert _pooled_release(0.1, 0, delta=1e-6)[0].pooled_histogram is None
     with pytest.raises(ValueError, match="pure epsilon"):
         _pooled_release(0.1, 0, delta=1e-6, pooled_histogram="on")
@@ -590,7 +673,9 @@ def test_a_lattice_columns_marginal_reads_only_the_bins_that_hold_its_points():
     assert np.flatnonzero(clean).tolist() == [0, 7] and clean.sum() == pytest.approx(1.0)
     five = lattice_density(np.array([0.2, 0.3, 0.3, 0.2]), np.full(4, 0.001), 16, 5)
     assert np.flatnonzero(five).tolist() == [0, 4, 8, 12, 15]  # the cells of -1, -0.5, 0, 0.5, 1
-    assert five[12] == pytest.approx(five[15]) and five[12] + five[15] == pytest.approx(0.2, abs=0.01)
+    assert five[12] == pytest.approx(five[15]) and five[12] + five[15] == pytest.approx(
+        0.2, abs=0.01
+    )
 
 
 def test_a_two_level_columns_rate_keeps_both_levels_and_errs_less():
@@ -613,11 +698,17 @@ def test_a_two_level_columns_rate_keeps_both_levels_and_errs_less():
         ours, histogram = [], []
         for _ in range(2000):
             rate = rng.uniform()
-            noisy = np.array([1.0 - rate, 0.0, 0.0, rate]) + rng.laplace(0.0, noise / np.sqrt(2.0), 4)
+            noisy = np.array([1.0 - rate, 0.0, 0.0, rate]) + rng.laplace(
+                0.0, noise / np.sqrt(2.0), 4
+            )
             ours.append((lattice_density(noisy, np.full(4, noise), 4, 2)[3] - rate) ** 2)
             mass = histogram_density(noisy, np.full(4, noise), 4)
             histogram.append((mass[2:].sum() - rate) ** 2)  # the upper two bins snap to 1
-        assert np.mean(ours) < margin * np.mean(histogram), (noise, np.mean(ours), np.mean(histogram))
+        assert np.mean(ours) < margin * np.mean(histogram), (
+            noise,
+            np.mean(ours),
+            np.mean(histogram),
+        )
 
 
 def test_library_levels_put_values_on_their_lattice_and_keep_the_relation():
@@ -630,7 +721,8 @@ def test_library_levels_put_values_on_their_lattice_and_keep_the_relation():
     age = np.clip(np.rint(40 + 10 * a), 18, 95)
     bounds = {"a": (-4.0, 4.0), "label": (0.0, 1.0), "age": (18.0, 95.0)}
     synth = SmoothSynthesizer(1.0, bounds, random_state=1, levels={"label": 2, "age": 78}).fit(
-        {"a": a, "label": label, "age": age})
+        {"a": a, "label": label, "age": age}
+    )
     out = synth.sample()
     assert set(np.unique(out["label"])) <= {0.0, 1.0}
     np.testing.assert_array_equal(out["age"], np.rint(out["age"]))
@@ -676,15 +768,19 @@ def test_columns_no_measurement_relates_come_out_uncorrelated(seed):
     upper = np.triu_indices(8, 1)
     runs = {}
     for flag in (True, False):
-        synth = SmoothSynthesizer(0.2, bounds, params=SmoothPCAParams(unrelated_independent=flag),
-                                  random_state=seed).fit(table)
+        synth = SmoothSynthesizer(
+            0.2, bounds, params=SmoothPCAParams(unrelated_independent=flag), random_state=seed
+        ).fit(table)
         assert not synth.result_.summary.covered_pairs()[upper].any()
         out = synth.sample(1000)
         sample = np.corrcoef(np.column_stack([out[c] for c in names]).T)[upper]
         u = synth.result_.weights
         runs[flag] = (np.cov(synth.result_.candidates.T, aweights=u), np.abs(sample).mean())
     (matched, matched_sample), (fitted, fitted_sample) = runs[True], runs[False]
-    as_corr = lambda cov: (cov / np.sqrt(np.outer(np.diag(cov), np.diag(cov))))[upper]
+
+    def as_corr(cov):
+        return (cov / np.sqrt(np.outer(np.diag(cov), np.diag(cov))))[upper]
+
     assert np.abs(as_corr(matched)).max() < 1e-4
     assert np.abs(as_corr(fitted)).max() > 5e-3  # what the step removes
     np.testing.assert_allclose(np.diag(matched), np.diag(fitted), rtol=1e-4)
@@ -694,7 +790,8 @@ def test_columns_no_measurement_relates_come_out_uncorrelated(seed):
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_pairs_measured_only_through_a_label_come_out_as_the_label_implies(seed):
     """A 0/1 label and 12 skewed columns, 3000 rows, epsilon 2; only the label's pairs are
-    measured (no pair selection). Two columns follow the label (fitted correlation 0.82-0.87), ten do not. Given
+    measured (no pair selection). Two columns follow the label (fitted correlation 0.82-0.87), ten
+    do not. Given
     the label, the maximum-entropy fit makes the columns independent, so two columns' correlation
     is ``r_iL r_jL``. Where that is below the candidates' chance (two deviations, 0.032 here), the
     fit alone misses it by up to 0.037-0.047 (the candidates' own correlation); with
@@ -708,24 +805,45 @@ def test_pairs_measured_only_through_a_label_come_out_as_the_label_implies(seed)
     table = {"label": label}
     for i in range(12):
         x = rng.beta(2, 5, 3000)
-        table[f"f{i}"] = np.clip(0.5 * x + 0.5 * label * rng.uniform(0.6, 1.0, 3000), 0, 1) if i < 2 else x
+        table[f"f{i}"] = (
+            np.clip(0.5 * x + 0.5 * label * rng.uniform(0.6, 1.0, 3000), 0, 1) if i < 2 else x
+        )
     bounds = {c: (0.0, 1.0) for c in table}
     upper = np.triu_indices(13, 1)
     runs = {}
     for flag in (True, False):
-        result = SmoothSynthesizer(2.0, bounds, params=SmoothPCAParams(pair_columns=("label",), pair_selection="off",
-                                                                       unrelated_independent=flag),
-                                   levels={"label": 2}, random_state=seed).fit(table).result_
+        result = (
+            SmoothSynthesizer(
+                2.0,
+                bounds,
+                params=SmoothPCAParams(
+                    pair_columns=("label",), pair_selection="off", unrelated_independent=flag
+                ),
+                levels={"label": 2},
+                random_state=seed,
+            )
+            .fit(table)
+            .result_
+        )
         assert result.summary.factor_pairs.size == 12
         uncovered = ~result.summary.covered_pairs()[upper]
         assert uncovered.sum() == 66  # every pair without the label
         corr = weighted_correlation(result.candidates, result.weights)
         implied = np.outer(corr[0], corr[0])  # r_iL r_jL
-        small = uncovered & (np.abs(implied[upper]) < 2.0 / np.sqrt(1.0 / np.sum(result.weights**2)))
+        small = uncovered & (
+            np.abs(implied[upper]) < 2.0 / np.sqrt(1.0 / np.sum(result.weights**2))
+        )
         assert small.sum() >= 50  # of 66: the strong pair and a few more are above it
         moments = np.cov(result.candidates.T, aweights=result.weights)
-        runs[flag] = (np.abs(corr[upper] - implied[upper])[small].max(), corr[1, 2], np.diag(moments))
-    (matched, strong, variances), (fitted, strong_fitted, variances_fitted) = runs[True], runs[False]
+        runs[flag] = (
+            np.abs(corr[upper] - implied[upper])[small].max(),
+            corr[1, 2],
+            np.diag(moments),
+        )
+    (matched, strong, variances), (fitted, strong_fitted, variances_fitted) = (
+        runs[True],
+        runs[False],
+    )
     assert matched < 0.002 and fitted > 0.02, (matched, fitted)
     assert abs(strong - strong_fitted) < 1e-3 and strong > 0.6
     np.testing.assert_allclose(variances, variances_fitted, rtol=1e-3)
@@ -789,8 +907,11 @@ def test_a_hubs_biased_histogram_does_not_make_the_fit_invent_relations():
     invented = []
     for seed in range(4):
         params = SmoothPCAParams(pair_columns=("label",), candidates=5000)
-        summary = SmoothSynthesizer(1.0, bounds, params=params, levels={"label": 2},
-                                    random_state=seed).fit(table).result_.summary
+        summary = (
+            SmoothSynthesizer(1.0, bounds, params=params, levels={"label": 2}, random_state=seed)
+            .fit(table)
+            .result_.summary
+        )
         label = summary.bounds.columns.index("label")
         histograms = summary.histograms.copy()
         histograms[label, 0] -= 0.15 * summary.noisy_count
@@ -798,10 +919,14 @@ def test_a_hubs_biased_histogram_does_not_make_the_fit_invent_relations():
         biased = dataclasses.replace(summary, histograms=histograms)  # keeps the label's levels
         found = {}
         for flag in (False, True):
-            result = fit_from_summary(biased, params.model_copy(update={"hub_means": flag}),
-                                      np.random.default_rng(seed))
+            result = fit_from_summary(
+                biased, params.model_copy(update={"hub_means": flag}), np.random.default_rng(seed)
+            )
             corr = np.delete(weighted_correlation(result.candidates, result.weights)[label], label)
-            found[flag] = (np.abs(corr).mean(), abs(result.weights @ result.candidates[:, label] - true_mean))
+            found[flag] = (
+                np.abs(corr).mean(),
+                abs(result.weights @ result.candidates[:, label] - true_mean),
+            )
         assert found[True][0] < 0.03, (seed, found)
         assert found[True][1] < found[False][1], (seed, found)
         invented.append(found[False][0])
@@ -822,13 +947,21 @@ def test_covered_pairs_are_those_a_measured_function_holds():
     indices[2, [3, 4, 5]] = [1, 2, 1]
     indices[3, 6] = 2
     bounds = PublicBounds.from_mapping({f"c{i}": (0.0, 1.0) for i in range(7)})
-    summary = NoisySummary(bounds, BasisSet(7, 2, indices), 100.0, np.zeros(4), np.ones(4),
-                           factor_pairs=FactorPairs(np.zeros((7, 3)), np.array([[1, 2]])),
-                           factor_sums=np.zeros(1))
+    summary = NoisySummary(
+        bounds,
+        BasisSet(7, 2, indices),
+        100.0,
+        np.zeros(4),
+        np.ones(4),
+        factor_pairs=FactorPairs(np.zeros((7, 3)), np.array([[1, 2]])),
+        factor_sums=np.zeros(1),
+    )
     covered = summary.covered_pairs()
     assert covered[0, 1] and covered[1, 2] and covered[3, 4] and covered[3, 5] and covered[4, 5]
     assert not covered[0, 2]  # joined through column 1 only: not covered
-    assert not covered[6, :6].any() and np.array_equal(covered, covered.T) and covered.diagonal().all()
+    assert (
+        not covered[6, :6].any() and np.array_equal(covered, covered.T) and covered.diagonal().all()
+    )
     unsummed = dataclasses.replace(summary, factor_sums=None)  # pairs not released: not covered
     assert not unsummed.covered_pairs()[1, 2]
     with_psi = dataclasses.replace(summary, pca=object())
@@ -846,9 +979,16 @@ def test_the_lps_sparse_weights_move_toward_independence_too():
     bounds = {c: (0.0, 1.0) for c in names}
     largest = {}
     for flag in (True, False):
-        result = SmoothSynthesizer(0.2, bounds, params=SmoothPCAParams(fit="lp", candidates=2000,
-                                                                       unrelated_independent=flag),
-                                   random_state=0).fit(table).result_
+        result = (
+            SmoothSynthesizer(
+                0.2,
+                bounds,
+                params=SmoothPCAParams(fit="lp", candidates=2000, unrelated_independent=flag),
+                random_state=0,
+            )
+            .fit(table)
+            .result_
+        )
         assert np.count_nonzero(result.weights) < 100
         largest[flag] = np.abs(fitted_correlation(result)[np.triu_indices(8, 1)]).max()
     assert largest[True] < 0.6 * largest[False], largest
@@ -867,9 +1007,16 @@ def test_a_match_the_candidates_cannot_reach_keeps_the_fits_weights(monkeypatch)
     rng = np.random.default_rng(5)
     table = {f"c{i}": rng.beta(2, 5, 1000) for i in range(4)}
     bounds = {c: (0.0, 1.0) for c in table}
-    before = SmoothSynthesizer(0.2, bounds, params=SmoothPCAParams(unrelated_independent=False),
-                               random_state=0).fit(table).result_.weights
-    assert not np.array_equal(SmoothSynthesizer(0.2, bounds, random_state=0).fit(table).result_.weights, before)
+    before = (
+        SmoothSynthesizer(
+            0.2, bounds, params=SmoothPCAParams(unrelated_independent=False), random_state=0
+        )
+        .fit(table)
+        .result_.weights
+    )
+    assert not np.array_equal(
+        SmoothSynthesizer(0.2, bounds, random_state=0).fit(table).result_.weights, before
+    )
     monkeypatch.setattr(fit_stage, "match_correlation", one_point)
     after = SmoothSynthesizer(0.2, bounds, random_state=0).fit(table).result_.weights
     np.testing.assert_array_equal(after, before)
@@ -882,8 +1029,17 @@ def test_more_pairs_than_the_candidates_carry_keep_the_fits_weights():
     table = {f"c{i}": rng.beta(2, 5, 1000) for i in range(30)}
     bounds = {c: (0.0, 1.0) for c in table}
     for candidates, skipped in ((1000, True), (2000, False)):
-        runs = [SmoothSynthesizer(0.2, bounds, params=SmoothPCAParams(candidates=candidates, unrelated_independent=flag),
-                                  random_state=0).fit(table).result_.weights for flag in (True, False)]
+        runs = [
+            SmoothSynthesizer(
+                0.2,
+                bounds,
+                params=SmoothPCAParams(candidates=candidates, unrelated_independent=flag),
+                random_state=0,
+            )
+            .fit(table)
+            .result_.weights
+            for flag in (True, False)
+        ]
         assert np.array_equal(*runs) == skipped, candidates
 
 
@@ -894,7 +1050,9 @@ def test_summary_with_factor_pairs_round_trips_to_the_same_fit(rng):
     from dpsmooth_spark.mechanisms.smooth_pca import NoisySummary, fit_from_summary, measurements
 
     table, bounds = correlated_table(rng, n=5000)
-    synth = SmoothSynthesizer(5.0, bounds, params=SmoothPCAParams(candidates=2000), random_state=3).fit(table)
+    synth = SmoothSynthesizer(
+        5.0, bounds, params=SmoothPCAParams(candidates=2000), random_state=3
+    ).fit(table)
     summary = synth.result_.summary
     assert summary.factor_pairs is not None and summary.factor_pairs.size == 3
     assert not np.array_equal(summary.factor_pairs.coefficients[0], [0.0, 1.0, 0.0, 0.0])  # spread
@@ -917,7 +1075,9 @@ def test_summary_with_declared_levels_round_trips_to_the_same_fit():
 
     columns, bounds = _label_of_one_column(2000, 4, 5)
     params = SmoothPCAParams(pair_columns=("y",), candidates=2000)
-    synth = SmoothSynthesizer(1.0, bounds, params=params, levels={"y": 2}, random_state=3).fit(columns)
+    synth = SmoothSynthesizer(1.0, bounds, params=params, levels={"y": 2}, random_state=3).fit(
+        columns
+    )
     summary = synth.result_.summary
     again = NoisySummary.from_dict(json.loads(json.dumps(summary.to_dict())))
     assert again.levels.tolist() == [0, 0, 0, 0, 2]
@@ -936,19 +1096,26 @@ def test_pairs_on_spread_factors_share_their_hub_columns_group(rng):
     from dpsmooth_spark.mechanisms.smooth_pca.fit import _global_groups
 
     table, bounds = correlated_table(rng, n=20_000)
-    synth = SmoothSynthesizer(50.0, bounds, params=SmoothPCAParams(candidates=2000), random_state=3).fit(table)
+    synth = SmoothSynthesizer(
+        50.0, bounds, params=SmoothPCAParams(candidates=2000), random_state=3
+    ).fit(table)
     found = measurements(synth.result_.summary)
     names = [m.name for m in found]
     assert "factor_pairs" in names and "basis" in names
     groups, tolerance, _ = _global_groups(found)
     assert tolerance.size == groups.max() + 1
     offsets = np.cumsum([0] + [m.values.size for m in found])
-    rows = {m.name: groups[start:stop] for m, start, stop in zip(found, offsets[:-1], offsets[1:])}
+    rows = {
+        m.name: groups[start:stop]
+        for m, start, stop in zip(found, offsets[:-1], offsets[1:], strict=False)
+    }
     basis = found[names.index("basis")].queries.indices
     factors = found[names.index("factor_pairs")].queries.pairs
     checked = 0
     for k, (i, j) in enumerate(factors):
-        same = np.flatnonzero((basis[:, i] > 0) & (basis[:, j] > 0) & ((basis != 0).sum(axis=1) == 2))
+        same = np.flatnonzero(
+            (basis[:, i] > 0) & (basis[:, j] > 0) & ((basis != 0).sum(axis=1) == 2)
+        )
         assert np.all(rows["basis"][same] == rows["factor_pairs"][k])
         checked += same.size
     assert checked > 0
@@ -966,9 +1133,12 @@ def test_a_million_rows_fit_without_solver_trouble():
     cov = 0.16 * (0.5 * np.ones((d, d)) + 0.5 * np.eye(d))
     x = np.clip(rng.multivariate_normal(np.zeros(d), cov, n), -1, 1)
     bounds = {f"c{i}": (-1.0, 1.0) for i in range(d)}
-    synth = SmoothSynthesizer(1.0, bounds, params=SmoothPCAParams(fit="lp"),
-                              random_state=1).fit({f"c{i}": x[:, i] for i in range(d)})
-    assert synth.result_.reference_objective >= 0 and synth.result_.weights.sum() == pytest.approx(1.0)
+    synth = SmoothSynthesizer(1.0, bounds, params=SmoothPCAParams(fit="lp"), random_state=1).fit(
+        {f"c{i}": x[:, i] for i in range(d)}
+    )
+    assert synth.result_.reference_objective >= 0 and synth.result_.weights.sum() == pytest.approx(
+        1.0
+    )
 
 
 def narrow_table() -> tuple[dict, dict, np.ndarray]:
@@ -978,7 +1148,11 @@ def narrow_table() -> tuple[dict, dict, np.ndarray]:
     n = 20_000
     z = rng.multivariate_normal(np.zeros(4), np.kron(np.eye(2), [[1.0, 0.7], [0.7, 1.0]]), size=n)
     t = z / np.sqrt(rng.chisquare(3, size=(n, 1)) / 3)
-    return {f"x{i}": t[:, i] for i in range(4)}, {f"x{i}": (-10.0, 10.0) for i in range(4)}, np.corrcoef(t.T)
+    return (
+        {f"x{i}": t[:, i] for i in range(4)},
+        {f"x{i}": (-10.0, 10.0) for i in range(4)},
+        np.corrcoef(t.T),
+    )
 
 
 def fitted_correlation(result) -> np.ndarray:
@@ -990,11 +1164,16 @@ def fitted_correlation(result) -> np.ndarray:
     return cov / np.outer(sd, sd)
 
 
-@pytest.mark.parametrize(("epsilon", "baseline", "strong_min", "absent_max"), [
-    (1.0, {"pair_factors": "chebyshev"}, 0.4, 0.1),
-    (0.3, {"factor_degree": 3}, 0.25, 0.06),
-])
-def test_spread_factors_keep_the_relations_of_narrow_columns(epsilon, baseline, strong_min, absent_max):
+@pytest.mark.parametrize(
+    ("epsilon", "baseline", "strong_min", "absent_max"),
+    [
+        (1.0, {"pair_factors": "chebyshev"}, 0.4, 0.1),
+        (0.3, {"factor_degree": 3}, 0.25, 0.06),
+    ],
+)
+def test_spread_factors_keep_the_relations_of_narrow_columns(
+    epsilon, baseline, strong_min, absent_max
+):
     """Heavy-tailed columns (:func:`narrow_table`) fill a tenth of their range, so
     ``T_1(x_i) T_1(x_j)`` carries a correlation of 0.7 as a signal of 0.004 against noise of
     0.001 (20,000 rows, epsilon 1). The default pair terms, on spread factors of degree 16 here,
@@ -1012,8 +1191,13 @@ def test_spread_factors_keep_the_relations_of_narrow_columns(epsilon, baseline, 
     for name, params in (("default", {}), ("baseline", baseline)):
         errors[name] = []
         for seed in range(3):
-            result = SmoothSynthesizer(epsilon, bounds, params=SmoothPCAParams(**params),
-                                       random_state=seed).fit(data).result_
+            result = (
+                SmoothSynthesizer(
+                    epsilon, bounds, params=SmoothPCAParams(**params), random_state=seed
+                )
+                .fit(data)
+                .result_
+            )
             corr = fitted_correlation(result)[iu]
             errors[name].append(np.abs(corr - real[iu]).mean())
             if name == "default":
@@ -1022,12 +1206,24 @@ def test_spread_factors_keep_the_relations_of_narrow_columns(epsilon, baseline, 
     assert np.mean(errors["default"]) <= 0.75 * np.mean(errors["baseline"]), errors
 
 
-@pytest.mark.parametrize(("d", "params", "degree"), [
-    (4, {}, 16), (11, {}, 16), (14, {}, 13), (31, {}, 6), (62, {}, 3), (200, {}, 3),
-    (31, {"pair_factors": "chebyshev"}, 3), (200, {"factor_degree": 5}, 5),
-    (31, {"basis": "pairwise", "degree": 8}, 8), (4, {"basis": "pairwise", "degree": 2}, 16),
-])
-def test_the_data_pass_reaches_the_spread_factors_degree_within_its_design_budget(d, params, degree):
+@pytest.mark.parametrize(
+    ("d", "params", "degree"),
+    [
+        (4, {}, 16),
+        (11, {}, 16),
+        (14, {}, 13),
+        (31, {}, 6),
+        (62, {}, 3),
+        (200, {}, 3),
+        (31, {"pair_factors": "chebyshev"}, 3),
+        (200, {"factor_degree": 5}, 5),
+        (31, {"basis": "pairwise", "degree": 8}, 8),
+        (4, {"basis": "pairwise", "degree": 2}, 16),
+    ],
+)
+def test_the_data_pass_reaches_the_spread_factors_degree_within_its_design_budget(
+    d, params, degree
+):
     """``factor_degree: null`` raises the Gram's degree for the spread factors as far as 16 while
     ``1 + d g`` stays within 192 design columns (191 // d by hand: 17 at 11 columns, 13 at 14, 6
     at 31, 3 at 62), never below the basis's own degree (3 for ``auto``, ``degree`` when fixed);
@@ -1065,7 +1261,8 @@ def test_max_entropy_correlation_is_the_graphical_model_of_the_measured_pairs():
 def test_anchor_pairs_alone_keep_the_labels_relations_and_what_they_imply():
     """20 narrow columns each ``2 y + N(0, 0.6)`` with a 0/1 label ``y`` (real correlations 0.86
     with the label, 0.73 between columns), 2000 rows at epsilon 10: ``auto`` without pair
-    selection measures the label's 20 anchor pairs alone (with it, every pair). Candidates drawn as independent columns could not hold them (label
+    selection measures the label's 20 anchor pairs alone (with it, every pair). Candidates drawn as
+    independent columns could not hold them (label
     correlations came back at 0.50-0.53 and those between columns at 0.24-0.26 over seeds 0-2);
     with the copula of the measured pairs' maximum-entropy completion, 0.69-0.72 and 0.68-0.78.
     Thresholds at 0.75x and 0.7x-1.2x the real values; seed 0 is checked, and none of seeds 0-2
@@ -1076,15 +1273,24 @@ def test_anchor_pairs_alone_keep_the_labels_relations_and_what_they_imply():
     x = 2.0 * y[:, None] + rng.normal(0.0, 0.6, (n, k))
     columns = {f"x{j}": x[:, j] for j in range(k)} | {"y": y}
     bounds = {f"x{j}": (-10.0, 10.0) for j in range(k)} | {"y": (0.0, 1.0)}
-    synth = SmoothSynthesizer(10.0, bounds, params=SmoothPCAParams(pair_columns=("y",), pair_selection="off"),
-                              levels={"y": 2}, random_state=0)
+    synth = SmoothSynthesizer(
+        10.0,
+        bounds,
+        params=SmoothPCAParams(pair_columns=("y",), pair_selection="off"),
+        levels={"y": 2},
+        random_state=0,
+    )
     out = synth.fit(columns).sample(n)
     assert synth.result_.summary.functions == k  # the anchor pairs alone
     real = np.corrcoef(np.column_stack([columns[c] for c in bounds]), rowvar=False)
     syn = np.corrcoef(np.column_stack([out[c] for c in bounds]), rowvar=False)
     between = np.triu_indices(k, 1)
     assert syn[k, :k].mean() >= 0.75 * real[k, :k].mean()
-    assert 0.7 * real[:k, :k][between].mean() <= syn[:k, :k][between].mean() <= 1.2 * real[:k, :k][between].mean()
+    assert (
+        0.7 * real[:k, :k][between].mean()
+        <= syn[:k, :k][between].mean()
+        <= 1.2 * real[:k, :k][between].mean()
+    )
 
 
 def _pair_table(n: int, seed: int) -> tuple[dict, dict]:
@@ -1116,9 +1322,15 @@ def test_pair_selection_finds_a_relation_the_anchors_do_not_carry(seed):
     names = list(bounds)
     found = {}
     for mode in ("on", "off"):
-        synth = SmoothSynthesizer(0.1, bounds, params=SmoothPCAParams(pair_columns=("y",), pair_selection=mode,
-                                                                       selection_fraction=0.5),
-                                  levels={"y": 2}, random_state=seed)
+        synth = SmoothSynthesizer(
+            0.1,
+            bounds,
+            params=SmoothPCAParams(
+                pair_columns=("y",), pair_selection=mode, selection_fraction=0.5
+            ),
+            levels={"y": 2},
+            random_state=seed,
+        )
         out = synth.fit(columns).sample(20_000)
         syn = np.corrcoef(np.column_stack([out[c] for c in names]), rowvar=False)
         stages = [c.stage for c in synth.accountant_.charges]
@@ -1145,11 +1357,17 @@ def test_pair_selection_leaves_out_pairs_its_measurement_cannot_resolve(seed):
     columns["r"] = np.where(rng.random(20_000) < 0.01, columns["x3"], -1.0)
     bounds["r"] = (-1.0, 1.0)
     names = list(bounds)
-    synth = SmoothSynthesizer(0.1, bounds, params=SmoothPCAParams(pair_columns=("y",), pair_selection="on",
-                                                                   selection_fraction=0.5),
-                              levels={"y": 2}, random_state=seed).fit(columns)
+    synth = SmoothSynthesizer(
+        0.1,
+        bounds,
+        params=SmoothPCAParams(pair_columns=("y",), pair_selection="on", selection_fraction=0.5),
+        levels={"y": 2},
+        random_state=seed,
+    ).fit(columns)
     assert "pair_selection" in [c.stage for c in synth.accountant_.charges]
-    pairs = [sorted(names[i] for i in pair) for pair in synth.result_.summary.factor_pairs.pairs.tolist()]
+    pairs = [
+        sorted(names[i] for i in pair) for pair in synth.result_.summary.factor_pairs.pairs.tolist()
+    ]
     picked = [pair for pair in pairs if "y" not in pair]
     assert len(picked) == 6 and not [pair for pair in picked if "r" in pair], picked
 
@@ -1162,9 +1380,13 @@ def test_pair_selection_with_no_resolvable_pair_picks_and_spends_nothing(monkeyp
 
     monkeypatch.setattr(measure, "RESOLVABLE_STD", 0.0)
     columns, bounds = _pair_table(20_000, 7)
-    synth = SmoothSynthesizer(0.1, bounds, params=SmoothPCAParams(pair_columns=("y",), pair_selection="on",
-                                                                   selection_fraction=0.5),
-                              levels={"y": 2}, random_state=0).fit(columns)
+    synth = SmoothSynthesizer(
+        0.1,
+        bounds,
+        params=SmoothPCAParams(pair_columns=("y",), pair_selection="on", selection_fraction=0.5),
+        levels={"y": 2},
+        random_state=0,
+    ).fit(columns)
     stages = [c.stage for c in synth.accountant_.charges]
     assert "pair_selection" not in stages and "selected_pairs" not in stages, stages
     assert synth.accountant_.spent_epsilon() < 0.1
@@ -1178,7 +1400,7 @@ def test_james_stein_targets_keep_clear_relations_that_the_ball_weakens():
     and -0.5) are never further from the real ones with ``group_shrinkage: james_stein`` than
     with the chi-square ball, and closer in some seed by more than 0.03 (measured closer in every
     seed, by 0.02-0.10: a-b 0.65 vs 0.55 at seed 2), while the independent pair stays independent
-    (|corr| < 0.1). (At epsilon 1 the monotone spread factors of stop 22 make the pairs clear
+    (|corr| < 0.1). (At epsilon 1 the monotone spread factors make the pairs clear
     enough that both targets fit them alike.)"""
     gains = []
     for seed in range(3):

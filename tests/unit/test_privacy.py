@@ -82,20 +82,27 @@ def test_selection_charge_is_what_opendp_states(delta):
     assert spent == pytest.approx(budget, rel=1e-9)
 
 
-@pytest.mark.parametrize("pure, expected", [(True, 1.0 - np.exp(-1.0) / 2.0), (False, np.e / (1.0 + np.e))],
-                         ids=["permute_and_flip", "exponential_mechanism"])
+@pytest.mark.parametrize(
+    "pure, expected",
+    [(True, 1.0 - np.exp(-1.0) / 2.0), (False, np.e / (1.0 + np.e))],
+    ids=["permute_and_flip", "exponential_mechanism"],
+)
 def test_seeded_top_k_picks_as_often_as_opendp(pure, expected):
     """Of two scores one noise scale apart, noisy top-1 picks the larger with probability
     ``1 - e^-1 / 2 = 0.816`` under permute-and-flip (report-noisy-max with exponential noise,
     what OpenDP runs under pure epsilon-DP) and ``e / (1 + e) = 0.731`` under the exponential
     mechanism (Gumbel noise, its zCDP form). The seeded and the secure sampler each match it over
     4000 draws (standard error 0.006-0.007; the bound 0.03 is over 4 of them, a false failure
-    below 1e-4 per check). Until stop 30 the seeded sampler drew Gumbel noise in both modes."""
+    below 1e-4 per check)."""
     scores = np.array([0.0, 1.0])
     seeded = NoiseSource(np.random.default_rng(7))
-    assert np.mean([seeded.top_k(scores, 1, 1.0, pure)[0] for _ in range(4000)]) == pytest.approx(expected, abs=0.03)
+    assert np.mean([seeded.top_k(scores, 1, 1.0, pure)[0] for _ in range(4000)]) == pytest.approx(
+        expected, abs=0.03
+    )
     secure = NoiseSource()
-    assert np.mean([secure.top_k(scores, 1, 1.0, pure)[0] for _ in range(4000)]) == pytest.approx(expected, abs=0.03)
+    assert np.mean([secure.top_k(scores, 1, 1.0, pure)[0] for _ in range(4000)]) == pytest.approx(
+        expected, abs=0.03
+    )
 
 
 def test_secure_top_k_picks_clear_winners_and_refuses_bad_input():
@@ -104,7 +111,9 @@ def test_secure_top_k_picks_clear_winners_and_refuses_bad_input():
     scores = np.array([0.0, 5000.0, 1000.0, 3000.0, 2000.0])
     chosen = NoiseSource().top_k(scores, 3, 1.0, pure=True)
     assert sorted(chosen.tolist()) == [1, 3, 4]
-    assert sorted(NoiseSource(np.random.default_rng(0)).top_k(scores, 3, 1.0, pure=True).tolist()) == [1, 3, 4]
+    assert sorted(
+        NoiseSource(np.random.default_rng(0)).top_k(scores, 3, 1.0, pure=True).tolist()
+    ) == [1, 3, 4]
     with pytest.raises(ValueError, match="non-finite"):
         NoiseSource().top_k(np.array([1.0, np.nan]), 1, 1.0, pure=True)
     with pytest.raises(ValueError, match="cannot select"):

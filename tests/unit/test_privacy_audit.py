@@ -26,10 +26,19 @@ from dpsmooth_spark.privacy.noise import NoiseSource
 RUNS = 12_000
 ALPHA = 1e-3
 BOUNDS = PublicBounds.from_mapping({"a": (-1.0, 1.0), "b": (-1.0, 1.0)})
-PARAMS = SmoothPCAParams(basis="marginal", degree=1, candidate_strategy="psi", pca_dim=1,
-                         pca_iterations=1, count_fraction=1 / 5, psi_fraction=1 / 5,
-                         directions_fraction=1 / 5, marginal_fraction=1 / 4, marginal_bins=4,
-                         candidates=10)
+PARAMS = SmoothPCAParams(
+    basis="marginal",
+    degree=1,
+    candidate_strategy="psi",
+    pca_dim=1,
+    pca_iterations=1,
+    count_fraction=1 / 5,
+    psi_fraction=1 / 5,
+    directions_fraction=1 / 5,
+    marginal_fraction=1 / 4,
+    marginal_bins=4,
+    candidates=10,
+)
 EPSILON = 5.0  # one per stage
 
 
@@ -62,8 +71,14 @@ def run_stages(table: np.ndarray, factor: float, seed: int, start_seed: int) -> 
     outputs = []
     for _ in range(RUNS):
         noise.log.clear()
-        release_summary(sums, BOUNDS, PARAMS, PrivacyAccountant(EPSILON), noise,
-                        np.random.default_rng(start_seed))
+        release_summary(
+            sums,
+            BOUNDS,
+            PARAMS,
+            PrivacyAccountant(EPSILON),
+            noise,
+            np.random.default_rng(start_seed),
+        )
         outputs.append([np.ravel(v) for v in noise.log])
     return [np.array([run[stage] for run in outputs]) for stage in range(4)]
 
@@ -78,11 +93,18 @@ def audit_samples():
     for name, table in (("d", base), ("d_prime", neighbour)):
         sums = partial_sums([table], BOUNDS.lower, BOUNDS.upper, PARAMS.pass_spec(BOUNDS.d))
         histograms = coarsen_histograms(sums.histograms, PARAMS.marginal_bins).ravel()
-        truth[name] = [np.array([sums.count]), histograms, sums.first_moments(),
-                       (sums.second_moments() @ x0).ravel()]
+        truth[name] = [
+            np.array([sums.count]),
+            histograms,
+            sums.first_moments(),
+            (sums.second_moments() @ x0).ravel(),
+        ]
     samples = {}
     for factor in (1.0, 0.5):
-        samples[factor] = (run_stages(base, factor, 11, start), run_stages(neighbour, factor, 12, start))
+        samples[factor] = (
+            run_stages(base, factor, 11, start),
+            run_stages(neighbour, factor, 12, start),
+        )
     return truth, samples
 
 
@@ -130,8 +152,12 @@ def test_direction_spread_audit():
     def outputs(table, factor, seed):
         exact = directions.sums(table.shape[0], table.T @ table)
         noise = RecordingNoise(np.random.default_rng(seed), factor)
-        return np.array([release_basis_sums(exact, 1.0, PrivacyAccountant(1.0), noise,
-                                            stage="directions")[0] for _ in range(RUNS)]), exact
+        return np.array(
+            [
+                release_basis_sums(exact, 1.0, PrivacyAccountant(1.0), noise, stage="directions")[0]
+                for _ in range(RUNS)
+            ]
+        ), exact
 
     for factor, expect_above in ((1.0, False), (0.5, True)):
         out_d, truth_d = outputs(base, factor, 21)
@@ -159,21 +185,26 @@ def test_factor_pair_audit():
     degree = 16
     base = np.random.default_rng(0).normal(0.0, 0.05, size=(40, 2))
     narrow = np.random.default_rng(1).normal(0.0, 0.05, size=(20_000, 2))
-    probs = np.array([np.histogram(narrow[:, i], bins=64, range=(-1, 1))[0] / 20_000 for i in range(2)])
+    probs = np.array(
+        [np.histogram(narrow[:, i], bins=64, range=(-1, 1))[0] / 20_000 for i in range(2)]
+    )
     coefficients = spread_factors(probs, degree)
     assert not np.any(np.all(coefficients == np.eye(degree + 1)[1], axis=1))  # spread, not T_1
     assert np.all(chebyshev.chebval(1.0, coefficients.T) >= 1.0 - 1e-3)
     # a third column with the constant factor 1 makes pairs (0, 2) and (1, 2) the one-way
     # factor sums: three functions that the added record moves by 1 each
-    factors = FactorPairs(np.vstack([coefficients, np.eye(degree + 1)[0]]), np.array([[0, 1], [0, 2], [1, 2]]))
+    factors = FactorPairs(
+        np.vstack([coefficients, np.eye(degree + 1)[0]]), np.array([[0, 1], [0, 2], [1, 2]])
+    )
     neighbour = np.vstack([base, [[1.0, 1.0]]])
 
     def outputs(table, factor, seed):
         padded = np.column_stack([table, np.zeros(len(table))])
         exact = factors.sums(partial_sums([padded], -np.ones(3), np.ones(3), PassSpec(degree)))
         noise = RecordingNoise(np.random.default_rng(seed), factor)
-        return np.array([release_basis_sums(exact, 1.0, PrivacyAccountant(1.0), noise)[0]
-                         for _ in range(RUNS)]), exact
+        return np.array(
+            [release_basis_sums(exact, 1.0, PrivacyAccountant(1.0), noise)[0] for _ in range(RUNS)]
+        ), exact
 
     for factor, expect_above in ((1.0, False), (0.5, True)):
         out_d, truth_d = outputs(base, factor, 31)
@@ -187,7 +218,8 @@ def test_factor_pair_audit():
 
 def test_bernstein_lattice_audit():
     """KDE lattice values with epsilon_lattice = 1: k = 1 and a bandwidth of 10 ranges, so the added
-    record (at the centre) moves both lattice sums by 0.999 sup K: the L1 sensitivity is attained."""
+    record (at the centre) moves both lattice sums by 0.999 sup K: the L1 sensitivity is
+    attained."""
     from dpsmooth_spark.mechanisms.bernstein import (
         BernsteinParams,
         kde_bandwidths,
@@ -208,13 +240,19 @@ def test_bernstein_lattice_audit():
         out = []
         for _ in range(RUNS):
             noise.log.clear()
-            release_kde(sums, table.shape[0], params, ["x"], lower, upper, PrivacyAccountant(4 / 3), noise)
+            release_kde(
+                sums, table.shape[0], params, ["x"], lower, upper, PrivacyAccountant(4 / 3), noise
+            )
             out.append(noise.log[1])  # [count, lattice]
         return np.array(out)
 
     truth_d, truth_p = kde_sums(base, points, widths), kde_sums(neighbour, points, widths)
-    real = audit(lattice_outputs(base, 1.0, 1), lattice_outputs(neighbour, 1.0, 2), truth_d, truth_p)
-    half = audit(lattice_outputs(base, 0.5, 1), lattice_outputs(neighbour, 0.5, 2), truth_d, truth_p)
+    real = audit(
+        lattice_outputs(base, 1.0, 1), lattice_outputs(neighbour, 1.0, 2), truth_d, truth_p
+    )
+    half = audit(
+        lattice_outputs(base, 0.5, 1), lattice_outputs(neighbour, 0.5, 2), truth_d, truth_p
+    )
     assert 0.7 < real <= 1.0, real  # measured 0.82
     assert half > 1.0, half  # measured 1.78
 
@@ -222,7 +260,8 @@ def test_bernstein_lattice_audit():
 def test_distance_tangent_audit():
     """The tangent stage of the distance release with epsilon_tangents = 1 (one update): the
     added record at 1 moves the value sum at y = 0 by +1 and the slope sum by -1, attaining the
-    L1 sensitivity 2. Runs whose update landed elsewhere (slope > 0: at y = 1; about 1%) are left out."""
+    L1 sensitivity 2. Runs whose update landed elsewhere (slope > 0: at y = 1; about 1%) are left
+    out."""
     from dpsmooth_spark.core.distances import distance_sums, grid_statistics, slope_sums
     from dpsmooth_spark.mechanisms.distance_release import (
         DistanceParams,
@@ -231,8 +270,9 @@ def test_distance_tangent_audit():
         statistics_grid,
     )
 
-    params = DistanceParams(grid=2, alpha=1e-3, max_updates=1, passes=1, count_fraction=0.25,
-                            svt_fraction=0.5)
+    params = DistanceParams(
+        grid=2, alpha=1e-3, max_updates=1, passes=1, count_fraction=0.25, svt_fraction=0.5
+    )
     bounds = PublicBounds.from_mapping({"u": (0.0, 1.0)})
     embedding = Embedding.build(params, bounds, None, np.random.default_rng(0))
     grid = statistics_grid(params)
@@ -245,7 +285,9 @@ def test_distance_tangent_audit():
         out = []
         for _ in range(RUNS):
             noise.log.clear()
-            release_distances(stats, table.shape[0], embedding, params, PrivacyAccountant(8 / 3), noise)
+            release_distances(
+                stats, table.shape[0], embedding, params, PrivacyAccountant(8 / 3), noise
+            )
             tangents = [v for v in noise.log if v.shape == (2,)]
             if tangents and tangents[0][1] < 0:
                 out.append(tangents[0])
@@ -256,8 +298,18 @@ def test_distance_tangent_audit():
         stats = grid_statistics(table, grid)
         return np.array([distance_sums(stats, grid)[0, 0], slope_sums(stats)[0, 0]])
 
-    real = audit(tangent_outputs(base, 1.0, 1), tangent_outputs(neighbour, 1.0, 2), truth(base), truth(neighbour))
-    half = audit(tangent_outputs(base, 0.5, 1), tangent_outputs(neighbour, 0.5, 2), truth(base), truth(neighbour))
+    real = audit(
+        tangent_outputs(base, 1.0, 1),
+        tangent_outputs(neighbour, 1.0, 2),
+        truth(base),
+        truth(neighbour),
+    )
+    half = audit(
+        tangent_outputs(base, 0.5, 1),
+        tangent_outputs(neighbour, 0.5, 2),
+        truth(base),
+        truth(neighbour),
+    )
     assert 0.7 < real <= 1.0, real  # measured 0.78
     assert half > 1.0, half  # measured 1.76
 
@@ -278,8 +330,12 @@ def test_sparse_vector_audit():
         return -np.array(index, dtype=float)
 
     thresholds = -np.arange(10) + 0.5
-    real = epsilon_lower_bound(first_above(0.0, 1.0, 3), first_above(1.0, 1.0, 4), thresholds, ALPHA)
-    tenth = epsilon_lower_bound(first_above(0.0, 0.1, 3), first_above(1.0, 0.1, 4), thresholds, ALPHA)
+    real = epsilon_lower_bound(
+        first_above(0.0, 1.0, 3), first_above(1.0, 1.0, 4), thresholds, ALPHA
+    )
+    tenth = epsilon_lower_bound(
+        first_above(0.0, 0.1, 3), first_above(1.0, 0.1, 4), thresholds, ALPHA
+    )
     assert real <= 1.0, real
     assert tenth > 1.0, tenth  # measured 1.65
 
@@ -310,11 +366,22 @@ def test_pair_selection_audit():
 
     def picked_first(scores, factor, seed):
         noise = ScaledSelection(np.random.default_rng(seed), factor)
-        return np.array([float(select_top_k(scores, 1, 1.0, 1.0, PrivacyAccountant(1.0), noise, "audit")[0] == 0)
-                         for _ in range(runs)])
+        return np.array(
+            [
+                float(
+                    select_top_k(scores, 1, 1.0, 1.0, PrivacyAccountant(1.0), noise, "audit")[0]
+                    == 0
+                )
+                for _ in range(runs)
+            ]
+        )
 
-    bounds = {factor: epsilon_lower_bound(picked_first(d, factor, 41), picked_first(d_prime, factor, 42),
-                                          np.array([0.5]), ALPHA) for factor in (1.0, 0.5)}
+    bounds = {
+        factor: epsilon_lower_bound(
+            picked_first(d, factor, 41), picked_first(d_prime, factor, 42), np.array([0.5]), ALPHA
+        )
+        for factor in (1.0, 0.5)
+    }
     assert 0.5 < bounds[1.0] <= 1.0, bounds  # not vacuous
     assert bounds[0.5] > 1.0, bounds
 
@@ -324,9 +391,17 @@ def test_pooled_histogram_audit():
     release runs it (``pooled_histogram: on``): on 3 columns the added corner record puts its 3
     values in the last cell, moving the pooled count there by 3, the L1 sensitivity ``m``."""
     bounds = PublicBounds.from_mapping({c: (-1.0, 1.0) for c in "abc"})
-    params = SmoothPCAParams(basis="marginal", degree=1, candidate_strategy="moments", count_fraction=0.2,
-                             marginal_fraction=0.5, marginal_bins=4, pooled_histogram="on", pooled_fraction=0.5,
-                             candidates=10)
+    params = SmoothPCAParams(
+        basis="marginal",
+        degree=1,
+        candidate_strategy="moments",
+        count_fraction=0.2,
+        marginal_fraction=0.5,
+        marginal_bins=4,
+        pooled_histogram="on",
+        pooled_fraction=0.5,
+        candidates=10,
+    )
     epsilon = 1.0 / (0.8 * 0.5 * 0.5)  # the pooled histogram's share is 1
     base = np.random.default_rng(0).uniform(-0.5, 0.5, size=(40, 3))
     neighbour = np.vstack([base, [[1.0, 1.0, 1.0]]])

@@ -23,8 +23,9 @@ def principal_sines(a, b):
 def test_recovers_top_subspace_without_noise(rng):
     eig = np.array([10.0, 6.0, 3.0, 0.5, 0.4, 0.3, 0.2, 0.1])
     q, a = known_matrix(rng, eig)
-    est = private_subspace_iteration(lambda x: a @ x, lambda x: 0 * x, lambda m: m,
-                                     d=8, k=3, iterations=60, rng=rng)
+    est = private_subspace_iteration(
+        lambda x: a @ x, lambda x: 0 * x, lambda m: m, d=8, k=3, iterations=60, rng=rng
+    )
     assert principal_sines(est.vectors, q[:, :3]) < 1e-6
     np.testing.assert_allclose(est.values, eig[:3], rtol=1e-6)
 
@@ -33,9 +34,15 @@ def test_small_noise_keeps_estimate_close(rng):
     eig = np.array([10.0, 6.0, 3.0, 0.5, 0.4, 0.3, 0.2, 0.1])
     q, a = known_matrix(rng, eig)
     noise_rng = np.random.default_rng(7)
-    est = private_subspace_iteration(lambda x: a @ x, lambda x: 0 * x,
-                                     lambda m: m + noise_rng.laplace(0, 0.01, m.shape),
-                                     d=8, k=3, iterations=30, rng=rng)
+    est = private_subspace_iteration(
+        lambda x: a @ x,
+        lambda x: 0 * x,
+        lambda m: m + noise_rng.laplace(0, 0.01, m.shape),
+        d=8,
+        k=3,
+        iterations=30,
+        rng=rng,
+    )
     # Davis-Kahan: sin(angle) <~ ||noise|| / gap = O(0.03 / 2.5)
     assert principal_sines(est.vectors, q[:, :3]) < 0.05
     np.testing.assert_allclose(est.values, eig[:3], rtol=0.05)
@@ -46,11 +53,14 @@ def test_public_part_is_added(rng):
     d = 4
     second = np.diag([5.0, 4.0, 1.0, 1.0])
     offset = -np.diag([4.5, 0.0, 0.0, 0.0])
-    est = private_subspace_iteration(lambda x: second @ x, lambda x: offset @ x, lambda m: m,
-                                     d=d, k=1, iterations=100, rng=rng)
+    est = private_subspace_iteration(
+        lambda x: second @ x, lambda x: offset @ x, lambda m: m, d=d, k=1, iterations=100, rng=rng
+    )
     assert abs(est.vectors[1, 0]) == pytest.approx(1.0, abs=1e-6)
 
 
 def test_rejects_bad_dimensions(rng):
     with pytest.raises(ValueError):
-        private_subspace_iteration(lambda x: x, lambda x: x, lambda m: m, d=3, k=4, iterations=2, rng=rng)
+        private_subspace_iteration(
+            lambda x: x, lambda x: x, lambda m: m, d=3, k=4, iterations=2, rng=rng
+        )

@@ -93,8 +93,13 @@ def marginal_priors(summary: NoisySummary, params: SmoothPCAParams) -> GridMargi
         if rows.size == 0 and params.marginal_tolerance is None and summary.histograms is not None:
             probs[i] = summary.marginal_density(i, cells)
             continue
-        fit, _ = fit_within_noise(np.vstack(w), np.concatenate(b), np.concatenate(std),
-                                  slack=params.fit_slack, tolerance=params.marginal_tolerance or 0.0)
+        fit, _ = fit_within_noise(
+            np.vstack(w),
+            np.concatenate(b),
+            np.concatenate(std),
+            slack=params.fit_slack,
+            tolerance=params.marginal_tolerance or 0.0,
+        )
         probs[i] = fit.weights
     return GridMarginals(probs)
 
@@ -105,11 +110,8 @@ this many measured pairs (an anchor): fewer give no estimate of the relations' s
 
 HUB_PAIRS_PRECISION = 0.15
 """:func:`hub_marginals` uses the pairs' estimate of a hub's mean only where its variance is at
-most this share of its histogram's: the estimate rests on relations uncorrelated with the
-partners' means, which the data cannot check. Of the fidelity benchmark's releases only
-digits' pass: at epsilon 1 (0.05-0.10 over 5 seeds), and at 0.1 and 1 in zCDP; WDBC at 1 reads
-0.19-0.57, where its label's pairs moved the mean away from the truth (correlation ratio 0.833
--> 0.847 over 16 seeds without this gate); wine and iris 1.3-31."""
+most this share of the histogram's: the estimate assumes relations uncorrelated with the
+partners' means (docs/decisions/0005)."""
 
 
 def hub_marginals(summary: NoisySummary, marginals: GridMarginals) -> GridMarginals:
@@ -126,7 +128,12 @@ def hub_marginals(summary: NoisySummary, marginals: GridMarginals) -> GridMargin
     marginal the candidates were drawn from, invented relations to explain them (correlation
     ratio 1.05 and 1.11). The pairs put the mean at 0.017 and -0.033."""
     pairs = summary.factor_pairs
-    if pairs is None or summary.factor_sums is None or summary.histograms is None or summary.factor_noise_std <= 0:
+    if (
+        pairs is None
+        or summary.factor_sums is None
+        or summary.histograms is None
+        or summary.factor_noise_std <= 0
+    ):
         return marginals  # no pair answers, or noiseless ones: nothing to pool
     d, bins = summary.histograms.shape
     hubs = np.flatnonzero(np.bincount(pairs.pairs.ravel(), minlength=d) >= HUB_MIN_PAIRS)
@@ -151,7 +158,9 @@ def hub_marginals(summary: NoisySummary, marginals: GridMarginals) -> GridMargin
         histogram_var = cell_var * float(per_bin @ per_bin)
         if histogram_var <= 0:
             continue  # a noiseless histogram: nothing to pool
-        mean, pairs_var = mean_from_pairs(means[hub], histogram_var, answers[rows], means[partners], answer_var)
+        mean, pairs_var = mean_from_pairs(
+            means[hub], histogram_var, answers[rows], means[partners], answer_var
+        )
         if pairs_var <= HUB_PAIRS_PRECISION * histogram_var:
             probabilities[hub] = tilt_to_mean(probabilities[hub], factors[:, hub], mean)
     return GridMarginals(probabilities)
@@ -185,15 +194,18 @@ def private_correlation(summary: NoisySummary) -> np.ndarray | None:
     return correlation_from_covariance(corr)
 
 
-def make_candidates(summary: NoisySummary, params: SmoothPCAParams, rng: np.random.Generator) -> Candidates:
+def make_candidates(
+    summary: NoisySummary, params: SmoothPCAParams, rng: np.random.Generator
+) -> Candidates:
     """``params.candidates`` points from the private marginals (and copula), with their prior;
     columns with ``summary.levels`` ``L > 0`` are snapped to the nearest of their ``L`` points."""
     marginals = marginal_priors(summary, params)
     if params.hub_means:
         marginals = hub_marginals(summary, marginals)
     correlation = private_correlation(summary)
-    points, log_prior = marginal_candidates(marginals, params.candidates, rng, correlation,
-                                            params.copula_share)
+    points, log_prior = marginal_candidates(
+        marginals, params.candidates, rng, correlation, params.copula_share
+    )
     if summary.levels is not None:
         points = snap_to_lattice(points, summary.levels)
     share = params.copula_share if correlation is not None and summary.basis.d >= 2 else 0.0

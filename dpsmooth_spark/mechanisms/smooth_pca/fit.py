@@ -79,21 +79,37 @@ class SynthesisResult:
         return round(effective_support(self.weights))
 
 
-def fit_weights(a: FunctionValues, z: np.ndarray, sigma: np.ndarray, groups: np.ndarray,
-                tolerance: np.ndarray, support: Candidates, params: SmoothPCAParams,
-                timings: dict[str, float] | None = None,
-                bound: np.ndarray | None = None,
-                shrunk: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, float]:
+def fit_weights(
+    a: FunctionValues,
+    z: np.ndarray,
+    sigma: np.ndarray,
+    groups: np.ndarray,
+    tolerance: np.ndarray,
+    support: Candidates,
+    params: SmoothPCAParams,
+    timings: dict[str, float] | None = None,
+    bound: np.ndarray | None = None,
+    shrunk: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, float]:
     """``(weights, u_ref, KL to the prior)`` from the basis values at the candidates in noise
     units (``a = W / sigma``, ``(R, C)``, and ``z = b / sigma``); ``u_ref`` is the closest fit
     (``maxent``) or the LP's solution (``lp``). ``bound``: each answer's largest residual in
     noise units (``inf``: none), or ``None``; ``shrunk``: each group's tolerance for the
     maximum-entropy step where it is tighter than the closest fit's stopping ``tolerance``."""
     if params.fit == "maxent":
-        projected, closest = fit_within_noise(a, z, 1.0, groups, support.log_prior, params.fit_slack,
-                                              tolerance if shrunk is None else shrunk, timings=timings,
-                                              answer_bound=bound, start=support.start_weights(),
-                                              closest_tolerance=tolerance)
+        projected, closest = fit_within_noise(
+            a,
+            z,
+            1.0,
+            groups,
+            support.log_prior,
+            params.fit_slack,
+            tolerance if shrunk is None else shrunk,
+            timings=timings,
+            answer_bound=bound,
+            start=support.start_weights(),
+            closest_tolerance=tolerance,
+        )
         return projected.weights, closest.weights, projected.kl
     # The LP's rows are scaled back by one constant (the noise's geometric mean), which leaves
     # its optimum as it is: in z-scores, entries reach 1e4-1e5 at 10^6 rows and GLOP then
@@ -117,20 +133,26 @@ def _global_groups(found: list[Measurement]) -> tuple[np.ndarray, np.ndarray, np
     relations: labels are offset per measurement, except that measurements of one
     ``group_space`` share theirs."""
     offsets: dict[object, int] = {}
-    groups, tolerance, relations = [], [], []
+    groups: list[np.ndarray] = []
+    tolerance: list[np.ndarray] = []
+    relations: list[np.ndarray] = []
     for k, m in enumerate(found):
         space = k if m.group_space is None else m.group_space
         if space not in offsets:
             offsets[space] = sum(t.size for t in tolerance)
             tolerance.append(np.asarray(m.tolerance, dtype=np.float64))
-            relations.append(np.zeros(m.tolerance.size, dtype=bool) if m.relations is None
-                             else np.asarray(m.relations, dtype=bool))
+            relations.append(
+                np.zeros(m.tolerance.size, dtype=bool)
+                if m.relations is None
+                else np.asarray(m.relations, dtype=bool)
+            )
         groups.append(m.groups + offsets[space])
     return np.concatenate(groups), np.concatenate(tolerance), np.concatenate(relations)
 
 
-def _keep_prior_marginals(found: list[Measurement], support: Candidates,
-                          levels: np.ndarray | None = None) -> list[Measurement]:
+def _keep_prior_marginals(
+    found: list[Measurement], support: Candidates, levels: np.ndarray | None = None
+) -> list[Measurement]:
     """Let each histogram group leave at least the chi-square of the marginal the candidates were
     drawn from (a shrunk histogram is not pulled back to the noisy one); on a lattice column
     (``levels[j] > 0``), at least that of the prior on the candidates themselves, which sit on
@@ -147,15 +169,22 @@ def _keep_prior_marginals(found: list[Measurement], support: Candidates,
             chi2 = np.bincount(m.groups, weights=((drawn - m.values) / m.std) ** 2, minlength=d)
             if levels is not None and np.any(levels):
                 held = m.queries.mass(support.points, support.prior_weights())
-                on_levels = np.bincount(m.groups, weights=((held - m.values) / m.std) ** 2, minlength=d)
+                on_levels = np.bincount(
+                    m.groups, weights=((held - m.values) / m.std) ** 2, minlength=d
+                )
                 chi2 = np.where(levels > 0, np.maximum(chi2, on_levels), chi2)
             m = dataclasses.replace(m, tolerance=np.maximum(m.tolerance, chi2 / bins))
         out.append(m)
     return out
 
 
-def _answer_bounds(found: list[Measurement], a: FunctionValues, z: np.ndarray, support: Candidates,
-                   bound: float | None) -> np.ndarray | None:
+def _answer_bounds(
+    found: list[Measurement],
+    a: FunctionValues,
+    z: np.ndarray,
+    support: Candidates,
+    bound: float | None,
+) -> np.ndarray | None:
     """Each answer's largest residual (noise units) in the maxent fit: ``bound`` for a relation
     answer; for a histogram cell ``bound`` or, where the shrunk marginal the candidates were
     drawn from is further from the noisy cell, that distance (the fit may not move a cell further
@@ -163,34 +192,32 @@ def _answer_bounds(found: list[Measurement], a: FunctionValues, z: np.ndarray, s
     if bound is None:
         return None
     z_prior = np.abs(a @ support.prior_weights() - z)
-    cells = np.concatenate([np.full(m.values.size, isinstance(m.queries, HistogramBasis)) for m in found])
+    cells = np.concatenate(
+        [np.full(m.values.size, isinstance(m.queries, HistogramBasis)) for m in found]
+    )
     return np.where(cells, np.maximum(bound, z_prior), bound)
 
 
 MATCH_KL_LIMIT = 10.0
-""":func:`completed_where_unmeasured` may move the weights by at most ``MATCH_KL_LIMIT * pairs
-/ ESS`` nats (``pairs``: the ones it matches; ``ESS = 1 / sum u^2``). Removing the candidates'
-chance correlation costs about ``pairs / (2 ESS)`` (digits at epsilon 0.1: 0.054 for 1,890
-pairs at an ESS of 18,809); a move 20x that means the candidates cannot reach the target, and
+""":func:`completed_where_unmeasured` moves the weights by at most ``MATCH_KL_LIMIT * pairs /
+ESS`` nats (about 20x the expected cost); beyond, the candidates cannot reach the target and
 the fit's weights stay."""
 
 
 MATCH_PAIRS_PER_CANDIDATE = 0.25
-""":func:`completed_where_unmeasured` matches at most this many column pairs per candidate:
-with about as many pairs as candidates the dual is ill-conditioned (d = 200 on C = 20,000:
-19,900 pairs, 93 s, the largest correlation still 0.015), while d = 100 (4,950 pairs) takes
-1.1 s. Beyond it the fit's weights stay."""
+""":func:`completed_where_unmeasured` matches at most this many column pairs per candidate (the
+dual is ill-conditioned beyond); past it the fit's weights stay."""
 
 
 CHANCE_DEVIATIONS = 2.0
 """:func:`completed_where_unmeasured` sets an unmeasured pair to the correlation the measured
-pairs imply where that is below this many of the candidates' chance deviations (``1 /
-sqrt(ESS)``), and keeps the fit's elsewhere. The one value measured (stop 28): 0 deviations
-keeps every fitted pair (digits at 1: 1.002), no limit matches every one (WDBC at 10: 0.46 ->
-0.51)."""
+pairs imply where that is below this many chance deviations ``1 / sqrt(ESS)``, and keeps the
+fit's elsewhere (docs/decisions/0005)."""
 
 
-def completed_where_unmeasured(summary: NoisySummary, points: np.ndarray, weights: np.ndarray) -> np.ndarray:
+def completed_where_unmeasured(
+    summary: NoisySummary, points: np.ndarray, weights: np.ndarray
+) -> np.ndarray:
     """The weights closest in KL to ``weights`` under which every two columns that no measured
     function covers (:meth:`NoisySummary.covered_pairs`) have the correlation the measured
     pairs imply, where that is small: the correlation of most entropy that holds the fitted
@@ -230,8 +257,9 @@ def completed_where_unmeasured(summary: NoisySummary, points: np.ndarray, weight
     return matched
 
 
-def fit_from_summary(summary: NoisySummary, params: SmoothPCAParams,
-                     rng: np.random.Generator) -> SynthesisResult:
+def fit_from_summary(
+    summary: NoisySummary, params: SmoothPCAParams, rng: np.random.Generator
+) -> SynthesisResult:
     """Candidates, then the fit, then the sampling neighbourhood.
 
     ``summary.levels[j] = L > 0`` marks a column whose values are ``L`` equally spaced points
@@ -243,7 +271,10 @@ def fit_from_summary(summary: NoisySummary, params: SmoothPCAParams,
     start = time.perf_counter()
     support = make_candidates(summary, params, rng)
     found = _keep_prior_marginals(
-        measurements(summary, max(params.marginal_tolerance or 0.0, JOINT_MARGINAL_TOLERANCE)), support, levels)
+        measurements(summary, max(params.marginal_tolerance or 0.0, JOINT_MARGINAL_TOLERANCE)),
+        support,
+        levels,
+    )
     a = noise_scaled_values(found, support.points)
     b = np.concatenate([m.values for m in found])
     sigma = np.concatenate([np.broadcast_to(m.std, m.values.shape) for m in found])
@@ -260,7 +291,9 @@ def fit_from_summary(summary: NoisySummary, params: SmoothPCAParams,
     start = time.perf_counter()
     steps: dict[str, float] = {}
     bound = _answer_bounds(found, a, z, support, params.answer_bound)
-    weights, reference, kl = fit_weights(a, z, sigma, groups, tolerance, support, params, steps, bound, shrunk)
+    weights, reference, kl = fit_weights(
+        a, z, sigma, groups, tolerance, support, params, steps, bound, shrunk
+    )
     timings["fit"] = time.perf_counter() - start
     if params.unrelated_independent:
         start = time.perf_counter()
@@ -278,6 +311,15 @@ def fit_from_summary(summary: NoisySummary, params: SmoothPCAParams,
         jitter = np.where(levels > 0, 0.0, jitter)
     residual = (a @ weights.astype(np.float32)).astype(np.float64) - z  # in noise units
     reference_residual = (a @ reference.astype(np.float32)).astype(np.float64) - z
-    return SynthesisResult(summary, support.points, weights, float(np.abs(sigma * reference_residual).sum()),
-                           float(np.abs(sigma * residual).sum()), float(residual @ residual),
-                           int(b.size), kl, jitter, timings)
+    return SynthesisResult(
+        summary,
+        support.points,
+        weights,
+        float(np.abs(sigma * reference_residual).sum()),
+        float(np.abs(sigma * residual).sum()),
+        float(residual @ residual),
+        int(b.size),
+        kl,
+        jitter,
+        timings,
+    )

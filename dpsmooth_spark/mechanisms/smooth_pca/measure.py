@@ -88,95 +88,160 @@ def release_summary(
     rest = 1.0 - params.count_fraction
     anchors = tuple(bounds.columns.index(c) for c in params.pair_columns)
     share = rest * (1.0 - params.marginal_fraction)
-    basis = choose_basis(params, d, noisy_count, accountant, accountant.share(share), anchors, lattice)
+    basis = choose_basis(
+        params, d, noisy_count, accountant, accountant.share(share), anchors, lattice
+    )
     selected = selectable_pairs(params, basis, noisy_count, accountant, accountant.share(share))
     strategy = params.candidate_strategy
     if strategy == "auto":
-        strategy = "psi" if not all_pairs_of(basis) and not selected and d >= 2 and _psi_affordable(
-            params, d, noisy_count, accountant) else "moments"
+        strategy = (
+            "psi"
+            if not all_pairs_of(basis)
+            and not selected
+            and d >= 2
+            and _psi_affordable(params, d, noisy_count, accountant)
+            else "moments"
+        )
     extra = params.psi_fraction + params.directions_fraction if strategy == "psi" else 0.0
     basis_share = rest * (1.0 - params.marginal_fraction) - extra
     picks = 0  # every anchor pair too noisy to measure: a few of them picked and measured instead
     if anchors and basis.size == 0 and not selected and basis_share > 0:
-        anchor_pairs = BasisSet(d, 1, np.zeros((0, d), dtype=np.int64)).with_anchor_pairs(anchors).size
-        picks = pickable_anchor_pairs(params, anchor_pairs, noisy_count, accountant, accountant.share(basis_share))
+        anchor_pairs = (
+            BasisSet(d, 1, np.zeros((0, d), dtype=np.int64)).with_anchor_pairs(anchors).size
+        )
+        picks = pickable_anchor_pairs(
+            params, anchor_pairs, noisy_count, accountant, accountant.share(basis_share)
+        )
     if basis.size == 0 and not selected and not picks:
         marginal_share, share = rest - extra, 0.0
     else:
         marginal_share, share = rest * params.marginal_fraction, basis_share
     if share < 0 or marginal_share <= 0:
-        raise ValueError("count, PSI and direction fractions leave no budget for the histograms "
-                         "and basis sums")
+        raise ValueError(
+            "count, PSI and direction fractions leave no budget for the histograms and basis sums"
+        )
     if strategy == "psi" and (basis.size or selected):
-        basis = choose_basis(params, d, noisy_count, accountant, accountant.share(share), anchors, lattice)
+        basis = choose_basis(
+            params, d, noisy_count, accountant, accountant.share(share), anchors, lattice
+        )
         selected = selectable_pairs(params, basis, noisy_count, accountant, accountant.share(share))
 
-    summary = _release_marginals(sums, bounds, params, accountant, noise, noisy_count,
-                                 accountant.share(marginal_share), nullable, lattice)
+    summary = _release_marginals(
+        sums,
+        bounds,
+        params,
+        accountant,
+        noise,
+        noisy_count,
+        accountant.share(marginal_share),
+        nullable,
+        lattice,
+    )
     summary.levels = None if lattice is None else np.asarray(lattice, dtype=np.int64)
     if summary.null_counts is None and summary.histograms is not None:
         count_scale = next(c.scale for c in accountant.charges if c.stage == "count")
         summary.count_alone = noisy_count
         summary.noisy_count = pooled_count(
-            noisy_count, noise_std(count_scale, accountant), summary.histograms, summary.histogram_noise_std,
-            summary.pooled_histogram, summary.pooled_noise_std,
-            0 if summary.pooled_columns is None else summary.pooled_columns.size)
+            noisy_count,
+            noise_std(count_scale, accountant),
+            summary.histograms,
+            summary.histogram_noise_std,
+            summary.pooled_histogram,
+            summary.pooled_noise_std,
+            0 if summary.pooled_columns is None else summary.pooled_columns.size,
+        )
     # every basis function, chosen up front or picked later, gets the same noise: the basis's
     # share less the selection's, split in proportion to the number of functions; where the
     # budget affords every missing pair, none is picked and the selection's share is not spent
     select_share = share * params.selection_fraction if 0 < selected < missing_pairs(basis) else 0.0
     per_function = (share - select_share) / max(basis.size + selected, 1)
     if basis.size:
-        noise_per_function = per_function_noise(1, summary.noisy_count, accountant, accountant.share(per_function))
-        basis, factors = _split_factor_pairs(basis, summary, params, sums.degree, noise_per_function)
+        noise_per_function = per_function_noise(
+            1, summary.noisy_count, accountant, accountant.share(per_function)
+        )
+        basis, factors = _split_factor_pairs(
+            basis, summary, params, sums.degree, noise_per_function
+        )
         exact = sums.basis_sums(basis) if basis.size else np.zeros(0)
         if factors is not None:
             exact = np.concatenate([exact, factors.sums(sums)])
-        noisy_sums, scale = release_basis_sums(exact, accountant.share(per_function * exact.size), accountant, noise)
+        noisy_sums, scale = release_basis_sums(
+            exact, accountant.share(per_function * exact.size), accountant, noise
+        )
         std = noise_std(scale, accountant)
         if factors is not None:
-            summary.factor_pairs, summary.factor_sums = factors, noisy_sums[basis.size:]
+            summary.factor_pairs, summary.factor_sums = factors, noisy_sums[basis.size :]
             summary.factor_noise_std = std
-            noisy_sums = noisy_sums[:basis.size]
-        summary.basis = BasisSet(d, max(summary.basis.degree, basis.degree),
-                                 np.vstack([summary.basis.indices, basis.indices]))
+            noisy_sums = noisy_sums[: basis.size]
+        summary.basis = BasisSet(
+            d,
+            max(summary.basis.degree, basis.degree),
+            np.vstack([summary.basis.indices, basis.indices]),
+        )
         summary.noisy_sums = np.concatenate([summary.noisy_sums, noisy_sums])
-        summary.basis_noise_std = np.concatenate([summary.basis_noise_std, np.full(basis.size, std)])
+        summary.basis_noise_std = np.concatenate(
+            [summary.basis_noise_std, np.full(basis.size, std)]
+        )
     if picks:
-        _measure_selected_pairs(sums, summary, params, picks, accountant.share(share * ANCHOR_PICK_SELECTION),
-                                accountant.share(share * (1.0 - ANCHOR_PICK_SELECTION)), accountant, noise,
-                                among=anchors, stages=("anchor_selection", "anchor_pairs"))
+        _measure_selected_pairs(
+            sums,
+            summary,
+            params,
+            picks,
+            accountant.share(share * ANCHOR_PICK_SELECTION),
+            accountant.share(share * (1.0 - ANCHOR_PICK_SELECTION)),
+            accountant,
+            noise,
+            among=anchors,
+            stages=("anchor_selection", "anchor_pairs"),
+        )
     if selected:
-        _measure_selected_pairs(sums, summary, params, selected, accountant.share(select_share),
-                                accountant.share(per_function * selected), accountant, noise)
+        _measure_selected_pairs(
+            sums,
+            summary,
+            params,
+            selected,
+            accountant.share(select_share),
+            accountant.share(per_function * selected),
+            accountant,
+            noise,
+        )
 
     if strategy == "psi":
-        summary.pca = _run_psi(sums, summary, params, accountant, noise, rng,
-                               accountant.share(params.psi_fraction))
+        summary.pca = _run_psi(
+            sums, summary, params, accountant, noise, rng, accountant.share(params.psi_fraction)
+        )
         summary.directions = ProjectionBasis.from_vectors(summary.pca.vectors)
         exact = summary.directions.sums(sums.count, sums.second_moments())
         summary.direction_sums, dir_scale = release_basis_sums(
-            exact, accountant.share(params.directions_fraction), accountant, noise, stage="directions")
+            exact,
+            accountant.share(params.directions_fraction),
+            accountant,
+            noise,
+            stage="directions",
+        )
         summary.direction_noise_std = noise_std(dir_scale, accountant)
     return summary
 
 
 RESOLVABLE_STD = 0.2
-"""The pair selection picks only among pairs whose measurement would read their copula
-correlation with a noise standard deviation of at most this near independence
-(:func:`core.factors.copula_noise`, from the private marginals and the planned noise): one that
-resolves a correlation of 0.4 at two deviations. A pair of a column that sits on one value in
-nearly every row (a digits pixel that is almost always 0) is measured at a correlation noise of
-0.5-0.99: its picks held noise as correlations of up to 0.9 that the completion spread to
-other pairs (digits at epsilon 10, 132 picks: correlation ratio 1.11 against 0.97 without
-selection; with this rule 0.79 over 4 seeds; on seeds 0-1 0.78, with 0.3 or 0.1 0.82;
-docs/mechanisms.md, "measure")."""
+"""The pair selection picks only pairs whose measurement would read their copula correlation
+with a noise std of at most this near independence (:func:`core.factors.copula_noise`):
+one that resolves a correlation of 0.4 at two deviations (docs/decisions/0003)."""
 
 
-def _measure_selected_pairs(sums: ExactSums, summary: NoisySummary, params: SmoothPCAParams, k: int,
-                            select_budget: float, measure_budget: float, accountant: PrivacyAccountant,
-                            noise: NoiseSource, among: tuple[int, ...] | None = None,
-                            stages: tuple[str, str] = ("pair_selection", "selected_pairs")) -> None:
+def _measure_selected_pairs(
+    sums: ExactSums,
+    summary: NoisySummary,
+    params: SmoothPCAParams,
+    k: int,
+    select_budget: float,
+    measure_budget: float,
+    accountant: PrivacyAccountant,
+    noise: NoiseSource,
+    among: tuple[int, ...] | None = None,
+    stages: tuple[str, str] = ("pair_selection", "selected_pairs"),
+) -> None:
     """Pick ``k`` more first-order pairs in ``params.selection_rounds`` rounds and measure them
     on the summary's factors (``T_1`` without spread factors), appending them to its factor
     pairs (docs/privacy.md section 3e); only pairs with one of the columns ``among`` when
@@ -185,8 +250,7 @@ def _measure_selected_pairs(sums: ExactSums, summary: NoisySummary, params: Smoo
     measurement resolves (:data:`RESOLVABLE_STD`) are candidates; where they are fewer than
     ``k`` every one is measured, without a selection, at the noise planned for ``k``. The anchor
     picks are not restricted: they look for a label's clearest relation at a noise that resolves
-    few of its pairs (WDBC at epsilon 0.1: copula noise 0.18-0.52, median 0.33-0.46 over two
-    seeds), and that pick is what keeps the label's relation there (docs/benchmarks.md, stop 25).
+    few of its pairs, and that pick keeps the label's relation (docs/decisions/0003).
 
     Each round scores every unmeasured pair by ``|S_ij - n~ E_ij|``: ``S_ij`` the exact sum of
     ``p_i(x_i) p_j(x_j)`` (moved by at most 1 by a record), ``E_ij`` the answer that the
@@ -201,7 +265,9 @@ def _measure_selected_pairs(sums: ExactSums, summary: NoisySummary, params: Smoo
     if summary.factor_pairs is not None:
         coefficients = summary.factor_pairs.coefficients
     elif params.pair_factors == "spread" and sums.degree >= 2:
-        coefficients = spread_factors(probabilities, sums.degree, noise=planned, levels=summary.levels)
+        coefficients = spread_factors(
+            probabilities, sums.degree, noise=planned, levels=summary.levels
+        )
     else:
         coefficients = np.zeros((d, 2))
         coefficients[:, 1] = 1.0
@@ -214,7 +280,10 @@ def _measure_selected_pairs(sums: ExactSums, summary: NoisySummary, params: Smoo
         taken |= ~(touches[:, None] | touches[None, :])
     candidates = np.column_stack(upper)[~taken[upper]]
     if among is None and k < len(candidates):  # pick among pairs whose measurement can resolve one
-        resolved = copula_noise(FactorPairs(coefficients, candidates), probabilities, planned) <= RESOLVABLE_STD
+        resolved = (
+            copula_noise(FactorPairs(coefficients, candidates), probabilities, planned)
+            <= RESOLVABLE_STD
+        )
         candidates = candidates[resolved]
     exact = FactorPairs(coefficients, candidates).sums(sums)
     open_ = np.ones(len(candidates), dtype=bool)
@@ -228,41 +297,70 @@ def _measure_selected_pairs(sums: ExactSums, summary: NoisySummary, params: Smoo
             pairs = candidates[rest]
             rho = np.zeros(len(rest)) if model is None else model[pairs[:, 0], pairs[:, 1]]
             expected = copula_answers(FactorPairs(coefficients, pairs), probabilities, rho)
-            chosen = rest[select_top_k(np.abs(exact[rest] - n * expected), int(k_t), 1.0,
-                                       select_budget * k_t / k, accountant, noise, stage=stages[0])]
+            chosen = rest[
+                select_top_k(
+                    np.abs(exact[rest] - n * expected),
+                    int(k_t),
+                    1.0,
+                    select_budget * k_t / k,
+                    accountant,
+                    noise,
+                    stage=stages[0],
+                )
+            ]
         else:
             chosen = rest  # every remaining pair: nothing to pick
         open_[chosen] = False
         # each pair at the noise planned for k (that of every basis function); fewer measured
         # than planned leave the rest of the share unspent
-        noisy, scale = release_basis_sums(exact[chosen], measure_budget * chosen.size / k, accountant, noise,
-                                          stage=stages[1])
-        previous = summary.factor_pairs.pairs if summary.factor_pairs is not None else np.zeros((0, 2), np.int64)
+        noisy, scale = release_basis_sums(
+            exact[chosen], measure_budget * chosen.size / k, accountant, noise, stage=stages[1]
+        )
+        previous = (
+            summary.factor_pairs.pairs
+            if summary.factor_pairs is not None
+            else np.zeros((0, 2), np.int64)
+        )
         summary.factor_pairs = FactorPairs(coefficients, np.vstack([previous, candidates[chosen]]))
-        summary.factor_sums = np.concatenate([summary.factor_sums if summary.factor_sums is not None
-                                              else np.zeros(0), noisy])
+        summary.factor_sums = np.concatenate(
+            [summary.factor_sums if summary.factor_sums is not None else np.zeros(0), noisy]
+        )
         summary.factor_noise_std = noise_std(scale, accountant)
 
 
-def _split_factor_pairs(basis: BasisSet, summary: NoisySummary, params: SmoothPCAParams,
-                        degree: int, noise: float) -> tuple[BasisSet, FactorPairs | None]:
+def _split_factor_pairs(
+    basis: BasisSet, summary: NoisySummary, params: SmoothPCAParams, degree: int, noise: float
+) -> tuple[BasisSet, FactorPairs | None]:
     """With ``pair_factors: spread``, the basis less its ``T_1(x_i) T_1(x_j)`` terms, and those
     pairs on the spread factors of the noisy histograms (post-processing of the released
     marginals and the summary's public levels; ``degree``: the data pass's; ``noise``: the
     predicted normalised noise of one pair answer, from public values)."""
     indices = basis.indices
     first = first_pairs(indices)
-    if params.pair_factors != "spread" or not first.any() or summary.histograms is None or degree < 2:
+    if (
+        params.pair_factors != "spread"
+        or not first.any()
+        or summary.histograms is None
+        or degree < 2
+    ):
         return basis, None
     pairs = np.array([np.flatnonzero(row) for row in indices[first]], dtype=np.int64)
-    coefficients = spread_factors(summary.marginal_probabilities(), degree, noise=noise, levels=summary.levels)
+    coefficients = spread_factors(
+        summary.marginal_probabilities(), degree, noise=noise, levels=summary.levels
+    )
     rest = BasisSet(basis.d, basis.degree, indices[~first])
     return rest, FactorPairs(coefficients, pairs)
 
 
-def pooled_count(noisy_count: float, count_std: float, histograms: np.ndarray,
-                 cell_std: float, pooled: np.ndarray | None = None, pooled_std: float = 0.0,
-                 pooled_columns: int = 0) -> float:
+def pooled_count(
+    noisy_count: float,
+    count_std: float,
+    histograms: np.ndarray,
+    cell_std: float,
+    pooled: np.ndarray | None = None,
+    pooled_std: float = 0.0,
+    pooled_columns: int = 0,
+) -> float:
     """Inverse-variance mean of the noisy count and the total of each noisy histogram ``(d, B)``,
     and of the pooled histogram's total over its ``pooled_columns`` columns where one was measured.
 
@@ -287,10 +385,17 @@ def pooled_count(noisy_count: float, count_std: float, histograms: np.ndarray,
     return float(weights @ estimates / weights.sum())
 
 
-def _release_marginals(sums: ExactSums, bounds: PublicBounds, params: SmoothPCAParams,
-                       accountant: PrivacyAccountant, noise: NoiseSource, noisy_count: float,
-                       budget: float, nullable: np.ndarray | None = None,
-                       lattice: np.ndarray | None = None) -> NoisySummary:
+def _release_marginals(
+    sums: ExactSums,
+    bounds: PublicBounds,
+    params: SmoothPCAParams,
+    accountant: PrivacyAccountant,
+    noise: NoiseSource,
+    noisy_count: float,
+    budget: float,
+    nullable: np.ndarray | None = None,
+    lattice: np.ndarray | None = None,
+) -> NoisySummary:
     """A summary holding the one-way marginals as noisy histograms (and an empty basis); with
     ``nullable`` columns each histogram has a null cell too (a record is still in exactly one
     cell per column: the sensitivity is unchanged, docs/privacy.md 3c); where
@@ -311,22 +416,39 @@ def _release_marginals(sums: ExactSums, bounds: PublicBounds, params: SmoothPCAP
         counts = np.hstack([counts, sums.nulls[:, None]])  # one more cell per column: null
     noisy, scale = release_histograms(counts, budget, accountant, noise)
     null_counts = None
-    if noisy.shape[1] > bins:
+    if noisy.shape[1] > bins and nullable is not None:
         null_counts = np.where(nullable, noisy[:, bins], np.nan)
         noisy = noisy[:, :bins]
     empty = BasisSet(d, 1, np.zeros((0, d), dtype=np.int64))
-    summary = NoisySummary(bounds, empty, noisy_count, np.zeros(0), np.zeros(0), noisy,
-                           noise_std(scale, accountant), null_counts, noise=accountant.mechanism)
+    summary = NoisySummary(
+        bounds,
+        empty,
+        noisy_count,
+        np.zeros(0),
+        np.zeros(0),
+        noisy,
+        noise_std(scale, accountant),
+        null_counts,
+        noise=accountant.mechanism,
+    )
     if pooled:  # the value cells only: a null is not pooled
         summary.pooled_histogram, pooled_scale = release_pooled_histogram(
-            counts[continuous, :bins].sum(axis=0), continuous.size, pooled_budget, accountant, noise)
+            counts[continuous, :bins].sum(axis=0), continuous.size, pooled_budget, accountant, noise
+        )
         summary.pooled_noise_std = noise_std(pooled_scale, accountant)
         summary.pooled_columns = continuous
     return summary
 
 
-def pools_histograms(params: SmoothPCAParams, accountant: PrivacyAccountant, noisy_count: float,
-                     budget: float, d: int, continuous: int, bins: int) -> bool:
+def pools_histograms(
+    params: SmoothPCAParams,
+    accountant: PrivacyAccountant,
+    noisy_count: float,
+    budget: float,
+    d: int,
+    continuous: int,
+    bins: int,
+) -> bool:
     """Whether the marginals' ``budget`` measures the pooled histogram of the ``continuous``
     columns too (``params.pooled_histogram``; public values only): under pure epsilon-DP, with
     at least :data:`core.candidates.SHARED_SHAPE_MIN_COLUMNS` continuous columns, where even
@@ -351,13 +473,8 @@ def pools_histograms(params: SmoothPCAParams, accountant: PrivacyAccountant, noi
 
 POOL_FACTOR = 0.5
 """``pooled_histogram: auto`` pools where the James-Stein factor of the histogram farthest from
-uniform would be below this at the whole marginals' budget (:func:`pools_histograms`): then a
-typical histogram keeps little of its own shape, and a pooled one shows the shape the columns
-share. At the true count, at epsilon 0.1: WDBC 0.09, wine 0.12, digits 0.20, iris 0.43; at 1
-at least 0.76. A bound of 0.2 left iris and digits out, which gain when pooled (seeded W1 on iris
-0.231 -> 0.173, digits' worst kernel error at sigma 2 14.9 -> 8.9); forced at epsilon 0.3 on
-iris (0.73) and wine (0.55), pooling raised iris' correlation ratio 0.996 -> 1.035 and cut wine's
-AUC 0.91 -> 0.73 (docs/benchmarks.md, stop 34)."""
+uniform would be below this at the marginals' whole budget: a typical histogram then keeps
+little of its own shape (:func:`pools_histograms`; docs/decisions/0004)."""
 
 
 def histogram_count_std(accountant: PrivacyAccountant, budget: float, d: int) -> float:
@@ -366,8 +483,9 @@ def histogram_count_std(accountant: PrivacyAccountant, budget: float, d: int) ->
     return noise_std(accountant.noise_scale(sens, budget), accountant)
 
 
-def histogram_bins(noisy_count: float, accountant: PrivacyAccountant, budget: float, d: int,
-                   cells: int) -> int:
+def histogram_bins(
+    noisy_count: float, accountant: PrivacyAccountant, budget: float, d: int, cells: int
+) -> int:
     """Cells per histogram from public values: the power of two nearest ``(n~ / std)^(2/3)``
     (``std`` the noise of one count; more records per unit of noise buy a finer histogram),
     in ``[4, 64]`` and dividing ``cells``. Chosen with ``python -m benchmarks fidelity``."""
@@ -383,17 +501,27 @@ def _psi_sensitivity(params: SmoothPCAParams, d: int, accountant: PrivacyAccount
     return sensitivity.psi_product_l1(d, k) if accountant.pure else sensitivity.psi_product_l2(d)
 
 
-def _psi_affordable(params: SmoothPCAParams, d: int, noisy_count: float,
-                    accountant: PrivacyAccountant) -> bool:
+def _psi_affordable(
+    params: SmoothPCAParams, d: int, noisy_count: float, accountant: PrivacyAccountant
+) -> bool:
     """Whether PSI's per-entry noise, normalised by the noisy count, is below PSI_NOISE_TARGET."""
-    scale = accountant.noise_scale(_psi_sensitivity(params, d, accountant),
-                                   accountant.share(params.psi_fraction), params.pca_iterations)
+    scale = accountant.noise_scale(
+        _psi_sensitivity(params, d, accountant),
+        accountant.share(params.psi_fraction),
+        params.pca_iterations,
+    )
     return scale / max(noisy_count, 1.0) <= PSI_NOISE_TARGET
 
 
-def _run_psi(sums: ExactSums, summary: NoisySummary, params: SmoothPCAParams,
-             accountant: PrivacyAccountant, noise: NoiseSource, rng: np.random.Generator,
-             budget: float) -> SubspaceEstimate:
+def _run_psi(
+    sums: ExactSums,
+    summary: NoisySummary,
+    params: SmoothPCAParams,
+    accountant: PrivacyAccountant,
+    noise: NoiseSource,
+    rng: np.random.Generator,
+    budget: float,
+) -> SubspaceEstimate:
     """Algorithm 4 on the second moment, centred with the private mean (privacy.md section 4)."""
     d = sums.d
     k = min(params.pca_dim or 2, d)
@@ -407,7 +535,10 @@ def _run_psi(sums: ExactSums, summary: NoisySummary, params: SmoothPCAParams,
         data_product=lambda x: second @ x,
         public_product=lambda x: offset @ x,
         perturb=lambda m: add_noise(m, scale, accountant, noise),
-        d=d, k=k, iterations=iterations, rng=rng,
+        d=d,
+        k=k,
+        iterations=iterations,
+        rng=rng,
     )
     accountant.charge("psi", sens, scale, invocations=iterations)
     return estimate

@@ -8,8 +8,9 @@ from dpsmooth_spark.core.sampling import sample_records
 from dpsmooth_spark.mechanisms.smooth_pca.fit import SynthesisResult
 
 
-def sample_scaled(result: SynthesisResult, rows: int, rng: np.random.Generator,
-                  herding_rows: int = 0) -> np.ndarray:
+def sample_scaled(
+    result: SynthesisResult, rows: int, rng: np.random.Generator, herding_rows: int = 0
+) -> np.ndarray:
     """``rows`` synthetic records in scaled units [-1, 1]^d; up to ``herding_rows`` rows by
     kernel herding (``core.sampling.sample_records``)."""
     return sample_records(result.candidates, result.weights, rows, result.jitter, rng, herding_rows)

@@ -139,7 +139,8 @@ class NoisySummary:
 
         Uses ``x = T_1(x)``, ``x^2 = (T_2(x) + 1) / 2`` and ``x_i x_j = T_1(x_i) T_1(x_j)``;
         a pair measured on spread factors gets the correlation of the Gaussian copula (with the
-        private marginals) under which its answer is expected (:func:`core.factors.copula_correlations`)
+        private marginals) under which its answer is expected
+        (:func:`core.factors.copula_correlations`)
         times the two standard deviations; entries
         without a matching function come from the noisy histograms (mean and variance) or are 0
         (covariance).
@@ -149,7 +150,7 @@ class NoisySummary:
         cov = np.diag(variances)
         sd = np.sqrt(variances)
         pairs, rho, _ = self.pair_correlations(noise=False)
-        for (i, j), corr in zip(pairs, rho):
+        for (i, j), corr in zip(pairs, rho, strict=False):
             cov[i, j] = cov[j, i] = corr * sd[i] * sd[j]
         return mean, nearest_psd(cov, VARIANCE_FLOOR)
 
@@ -159,7 +160,9 @@ class NoisySummary:
         answer = self._answer_lookup()
         _, hist_var = self.histogram_moments()
         t2 = [answer((i, 2)) for i in range(self.basis.d)]
-        var = [hist_var[i] if v is None else (v + 1.0) / 2.0 - mean[i] ** 2 for i, v in enumerate(t2)]
+        var = [
+            hist_var[i] if v is None else (v + 1.0) / 2.0 - mean[i] ** 2 for i, v in enumerate(t2)
+        ]
         return np.clip(var, VARIANCE_FLOOR, 1.0)
 
     def pair_correlations(self, noise: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -177,15 +180,26 @@ class NoisySummary:
         b = self.normalised
         first = np.flatnonzero(first_pairs(self.basis.indices))
         pairs = [np.flatnonzero(self.basis.indices[r]) for r in first]
-        rho = [(b[r] - mean[i] * mean[j]) / (sd[i] * sd[j]) for r, (i, j) in zip(first, pairs)]
-        std = [self.basis_noise_std[r] / n / (sd[i] * sd[j]) for r, (i, j) in zip(first, pairs)]
-        if self.factor_pairs is not None and self.factor_sums is not None and self.histograms is not None:
+        rho = [
+            (b[r] - mean[i] * mean[j]) / (sd[i] * sd[j])
+            for r, (i, j) in zip(first, pairs, strict=False)
+        ]
+        std = [
+            self.basis_noise_std[r] / n / (sd[i] * sd[j])
+            for r, (i, j) in zip(first, pairs, strict=False)
+        ]
+        if (
+            self.factor_pairs is not None
+            and self.factor_sums is not None
+            and self.histograms is not None
+        ):
             probabilities = self.marginal_probabilities()
             answers = np.clip(self.factor_sums / n, -1.0, 1.0)
             pairs += list(self.factor_pairs.pairs)
             if noise:
-                found, spread = copula_correlations_and_noise(self.factor_pairs, probabilities, answers,
-                                                              self.factor_noise_std / n)
+                found, spread = copula_correlations_and_noise(
+                    self.factor_pairs, probabilities, answers, self.factor_noise_std / n
+                )
             else:
                 found = copula_correlations(self.factor_pairs, probabilities, answers)
                 spread = np.full(self.factor_pairs.size, np.nan)
@@ -239,7 +253,15 @@ class NoisySummary:
     def marginal_probabilities(self) -> np.ndarray:
         """``(d, B)`` each column's private marginal on its histogram's cells
         (:meth:`marginal_density`)."""
-        return np.array([self.marginal_density(i, self.histograms.shape[1]) for i in range(self.bounds.d)])
+        histograms = self._histograms()
+        return np.array(
+            [self.marginal_density(i, histograms.shape[1]) for i in range(self.bounds.d)]
+        )
+
+    def _histograms(self) -> np.ndarray:
+        if self.histograms is None:
+            raise ValueError("this summary has no one-way histograms")
+        return self.histograms
 
     def marginal_density(self, column: int, cells: int) -> np.ndarray:
         """Column ``column``'s noisy histogram made a distribution on ``cells`` grid cells:
@@ -248,8 +270,9 @@ class NoisySummary:
         the shape the continuous columns share where it is clear: the pooled histogram where
         one was measured, else the other columns' mean (:func:`core.candidates.shared_shape`)."""
         n = max(self.noisy_count, 1.0)
-        bins = self.histograms.shape[1]
-        shares, std = self.histograms[column] / n, np.full(bins, self.histogram_noise_std / n)
+        histograms = self._histograms()
+        bins = histograms.shape[1]
+        shares, std = histograms[column] / n, np.full(bins, self.histogram_noise_std / n)
         levels = 0 if self.levels is None else int(self.levels[column])
         if levels >= 2:
             return lattice_density(shares, std, cells, levels, laplace=self.noise == "laplace")
@@ -257,9 +280,11 @@ class NoisySummary:
             total = max(float(self.pooled_histogram.sum()), 1.0)
             shape = clear_shape(self.pooled_histogram / total, self.pooled_noise_std / total)
         else:
-            continuous = np.arange(self.bounds.d) if self.levels is None else np.flatnonzero(self.levels < 2)
+            continuous = (
+                np.arange(self.bounds.d) if self.levels is None else np.flatnonzero(self.levels < 2)
+            )
             others = continuous[continuous != column]
-            shape = shared_shape(self.histograms[others] / n, self.histogram_noise_std / n)
+            shape = shared_shape(histograms[others] / n, self.histogram_noise_std / n)
         return histogram_density(shares, std, cells, *(shape or ()))
 
     def measured_pairs(self) -> np.ndarray:
@@ -317,16 +342,24 @@ class NoisySummary:
     def from_dict(cls, data: dict[str, Any]) -> NoisySummary:
         """Inverse of :meth:`to_dict` (a retry reloads the persisted summary with it)."""
         if "basis_noise_std" not in data:
-            raise ValueError("the persisted statistics predate this version of the mechanism "
-                             "(no noise scales); release under a new release id")
+            raise ValueError(
+                "the persisted statistics predate this version of the mechanism "
+                "(no noise scales); release under a new release id"
+            )
         indices = np.array(data["multi_indices"], dtype=np.int64)
         d = len(data["columns"])
-        bounds = PublicBounds(tuple(data["columns"]), np.array(data["lower"], float),
-                              np.array(data["upper"], float))
+        bounds = PublicBounds(
+            tuple(data["columns"]), np.array(data["lower"], float), np.array(data["upper"], float)
+        )
         basis = BasisSet(d, int(indices.max(initial=1)), indices.reshape(-1, d))
         noisy_count = float(data["noisy_count"])
-        summary = cls(bounds, basis, noisy_count, np.array(data["noisy_sums"], float),
-                      np.broadcast_to(np.array(data["basis_noise_std"], float), (basis.size,)).copy())
+        summary = cls(
+            bounds,
+            basis,
+            noisy_count,
+            np.array(data["noisy_sums"], float),
+            np.broadcast_to(np.array(data["basis_noise_std"], float), (basis.size,)).copy(),
+        )
         summary.noise = "gaussian" if data.get("noise") == "gaussian" else "laplace"
         if "levels" in data:
             summary.levels = np.array(data["levels"], dtype=np.int64)
@@ -342,16 +375,19 @@ class NoisySummary:
             summary.pooled_noise_std = float(data["pooled_histogram"]["noise_std"])
             summary.pooled_columns = np.array(data["pooled_histogram"]["columns"], dtype=np.int64)
         if "pca" in data:
-            summary.pca = SubspaceEstimate(np.array(data["pca"]["vectors"], float),
-                                           np.array(data["pca"]["eigenvalues"], float)
-                                           * max(noisy_count, 1.0))
+            summary.pca = SubspaceEstimate(
+                np.array(data["pca"]["vectors"], float),
+                np.array(data["pca"]["eigenvalues"], float) * max(noisy_count, 1.0),
+            )
         if "directions" in data:
             summary.directions = ProjectionBasis(np.array(data["directions"]["vectors"], float))
             summary.direction_sums = np.array(data["directions"]["noisy_sums"], float)
             summary.direction_noise_std = float(data["directions"]["noise_std"])
         if "factor_pairs" in data:
-            summary.factor_pairs = FactorPairs(np.array(data["factor_pairs"]["coefficients"], float),
-                                               np.array(data["factor_pairs"]["pairs"], dtype=np.int64).reshape(-1, 2))
+            summary.factor_pairs = FactorPairs(
+                np.array(data["factor_pairs"]["coefficients"], float),
+                np.array(data["factor_pairs"]["pairs"], dtype=np.int64).reshape(-1, 2),
+            )
             summary.factor_sums = np.array(data["factor_pairs"]["noisy_sums"], float)
             summary.factor_noise_std = float(data["factor_pairs"]["noise_std"])
         return summary
@@ -363,17 +399,29 @@ class NoisySummary:
             "lower": self.bounds.lower.tolist(),
             "upper": self.bounds.upper.tolist(),
             "scaling": "x_scaled = 2 (x - lower) / (upper - lower) - 1, clamped to [-1, 1]",
-            "basis_function": "prod_i T_{r_i}(x_scaled_i), T_r = Chebyshev polynomial = cos(r arccos x)",
+            "basis_function": "prod_i T_{r_i}(x_scaled_i), T_r = Chebyshev polynomial = cos(r "
+            "arccos x)",
             "noisy_count": self.noisy_count,
-            **({} if self.count_alone is None else {
-                "count_alone": self.count_alone,
-                "count_pooling": "noisy_count = inverse-variance mean of count_alone, the d "
-                                 "histogram totals and the pooled histogram's total over its "
-                                 "columns where measured (post-processing)"}),
+            **(
+                {}
+                if self.count_alone is None
+                else {
+                    "count_alone": self.count_alone,
+                    "count_pooling": "noisy_count = inverse-variance mean of count_alone, the d "
+                    "histogram totals and the pooled histogram's total over its "
+                    "columns where measured (post-processing)",
+                }
+            ),
             "noise": self.noise,
-            **({} if self.levels is None else {
-                "levels": [int(v) for v in self.levels],
-                "levels_meaning": "lattice points per column from the config (0: continuous); public"}),
+            **(
+                {}
+                if self.levels is None
+                else {
+                    "levels": [int(v) for v in self.levels],
+                    "levels_meaning": "lattice points per column from the config (0: continuous); "
+                    "public",
+                }
+            ),
             "multi_indices": self.basis.indices.tolist(),
             "noisy_sums": self.noisy_sums.tolist(),
             "noisy_means": self.normalised.tolist(),
@@ -408,7 +456,8 @@ class NoisySummary:
             }
         if self.factor_pairs is not None and self.factor_sums is not None:
             out["factor_pairs"] = {
-                "function": "p_i(x_scaled_i) p_j(x_scaled_j), p_i = sum_r c_ir T_r, |p_i| <= 1 on [-1, 1]",
+                "function": "p_i(x_scaled_i) p_j(x_scaled_j), p_i = sum_r c_ir T_r, |p_i| <= 1 on "
+                "[-1, 1]",
                 "coefficients": self.factor_pairs.coefficients.tolist(),
                 "pairs": self.factor_pairs.pairs.tolist(),
                 "noisy_sums": self.factor_sums.tolist(),
@@ -424,7 +473,7 @@ def basis_groups(basis: BasisSet) -> np.ndarray:
     pairs = nonzero.sum(axis=1) == 2
     degree = nonzero[pairs].sum(axis=0)
     keys = []
-    for row, mask in zip(basis.indices, nonzero):
+    for _row, mask in zip(basis.indices, nonzero, strict=False):
         cols = np.flatnonzero(mask)
         if cols.size == 1:
             keys.append((0, int(cols[0])))
@@ -435,8 +484,9 @@ def basis_groups(basis: BasisSet) -> np.ndarray:
     return labels.reshape(-1).astype(np.int64)
 
 
-def measurements(summary: NoisySummary, marginal_tolerance: float = 0.0,
-                 joint_rows: int = JOINT_ROWS) -> list[Measurement]:
+def measurements(
+    summary: NoisySummary, marginal_tolerance: float = 0.0, joint_rows: int = JOINT_ROWS
+) -> list[Measurement]:
     """The summary's statistics as measurements for the fit (normalised by the noisy count).
 
     One-way marginals (histograms, ``T_r(x_i)``) get ``marginal_tolerance``, relations 1.
@@ -455,8 +505,16 @@ def measurements(summary: NoisySummary, marginal_tolerance: float = 0.0,
             keep //= 2
         merged = coarsen_histograms(summary.histograms, keep)
         std = summary.histogram_noise_std * np.sqrt(bins // keep) / n
-        out.append(Measurement("histograms", HistogramBasis(d, keep), np.clip(merged.ravel() / n, 0.0, 1.0), std,
-                               np.repeat(np.arange(d), keep), np.full(d, marginal_tolerance)))
+        out.append(
+            Measurement(
+                "histograms",
+                HistogramBasis(d, keep),
+                np.clip(merged.ravel() / n, 0.0, 1.0),
+                std,
+                np.repeat(np.arange(d), keep),
+                np.full(d, marginal_tolerance),
+            )
+        )
     # A hub column's pair terms form one group whether they are Chebyshev products or on spread
     # factors: the first-order pairs on spread factors group as T_1 T_1 did.
     factors = summary.factor_pairs if summary.factor_sums is not None else None
@@ -465,7 +523,9 @@ def measurements(summary: NoisySummary, marginal_tolerance: float = 0.0,
         pairs = np.zeros((factors.size, factors.d), dtype=np.int64)
         pairs[np.arange(factors.size), factors.pairs[:, 0]] = 1
         pairs[np.arange(factors.size), factors.pairs[:, 1]] = 1
-    joint = BasisSet(summary.basis.d, max(summary.basis.degree, 1), np.vstack([summary.basis.indices, pairs]))
+    joint = BasisSet(
+        summary.basis.d, max(summary.basis.degree, 1), np.vstack([summary.basis.indices, pairs])
+    )
     if joint.size:
         groups = basis_groups(joint)
         one_way = (joint.indices != 0).sum(axis=1) == 1
@@ -475,14 +535,41 @@ def measurements(summary: NoisySummary, marginal_tolerance: float = 0.0,
         relations[groups[one_way]] = False
         size = summary.basis.size
         if size:
-            out.append(Measurement("basis", summary.basis, np.clip(summary.normalised, -1.0, 1.0),
-                                   summary.basis_noise_std / n, groups[:size], tolerance, "basis", relations))
-        if pairs.size:
-            out.append(Measurement("factor_pairs", factors, np.clip(summary.factor_sums / n, -1.0, 1.0),
-                                   summary.factor_noise_std / n, groups[size:], tolerance, "basis", relations))
+            out.append(
+                Measurement(
+                    "basis",
+                    summary.basis,
+                    np.clip(summary.normalised, -1.0, 1.0),
+                    summary.basis_noise_std / n,
+                    groups[:size],
+                    tolerance,
+                    "basis",
+                    relations,
+                )
+            )
+        if pairs.size and factors is not None and summary.factor_sums is not None:
+            out.append(
+                Measurement(
+                    "factor_pairs",
+                    factors,
+                    np.clip(summary.factor_sums / n, -1.0, 1.0),
+                    summary.factor_noise_std / n,
+                    groups[size:],
+                    tolerance,
+                    "basis",
+                    relations,
+                )
+            )
     if summary.directions is not None and summary.direction_sums is not None:
-        out.append(Measurement("directions", summary.directions, np.clip(summary.direction_sums / n, -1.0, 1.0),
-                               summary.direction_noise_std / n,
-                               np.zeros(summary.directions.size, dtype=np.int64), np.ones(1),
-                               relations=np.ones(1, dtype=bool)))
+        out.append(
+            Measurement(
+                "directions",
+                summary.directions,
+                np.clip(summary.direction_sums / n, -1.0, 1.0),
+                summary.direction_noise_std / n,
+                np.zeros(summary.directions.size, dtype=np.int64),
+                np.ones(1),
+                relations=np.ones(1, dtype=bool),
+            )
+        )
     return out

@@ -93,14 +93,22 @@ class SmoothSynthesizer:
         rng = self._rng()
         noise = NoiseSource(rng if self.random_state is not None else None)
         self.accountant_ = PrivacyAccountant(self.epsilon, self.delta)
-        self.result_ = fit_from_sums(sums, self.public_bounds, self.params, self.accountant_, noise, rng,
-                                     self.lattice if self.lattice.any() else None)
+        self.result_ = fit_from_sums(
+            sums,
+            self.public_bounds,
+            self.params,
+            self.accountant_,
+            noise,
+            rng,
+            self.lattice if self.lattice.any() else None,
+        )
         self.noise_ = noise
         self.sampling_rng_ = rng
         return self
 
     def sample(self, rows: int | None = None) -> dict[str, np.ndarray]:
-        """Synthetic records in original units, as ``{column: array}``; default rows = noisy count."""
+        """Synthetic records in original units, as ``{column: array}``; default rows = noisy
+        count."""
         if rows is None:
             rows = max(1, round(self.result_.summary.noisy_count))
         scaled = sample_scaled(self.result_, rows, self.sampling_rng_, self.params.herding_rows)
