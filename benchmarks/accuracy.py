@@ -30,10 +30,10 @@ def exact_sums(n: int, d: int):
     """The table's exact sums at the default data-pass degree (cached)."""
     import pyarrow.dataset as ds
 
-    from dpsmooth_spark.core.basis import partial_sums
-    from dpsmooth_spark.mechanisms.smooth_pca import SmoothPCAParams
+    from dpsmooth_spark.core.kernel import partial_sums
+    from dpsmooth_spark.mechanisms.synthesizer import SynthesizerParams
 
-    spec = SmoothPCAParams().pass_spec(d)
+    spec = SynthesizerParams().pass_spec(d)
     cache = BUILD / f"sums_n{n}_d{d}_g{spec.degree}.pickle"
     if cache.exists():
         return pickle.loads(cache.read_bytes())
@@ -49,7 +49,7 @@ def exact_sums(n: int, d: int):
 
 def correlation(weights: np.ndarray, points: np.ndarray) -> np.ndarray:
     """Correlation matrix of the distribution ``weights`` over ``points``."""
-    from dpsmooth_spark.core.candidates import correlation_from_covariance
+    from dpsmooth_spark.core.marginals import correlation_from_covariance
 
     mean = weights @ points
     return correlation_from_covariance(
@@ -59,9 +59,9 @@ def correlation(weights: np.ndarray, points: np.ndarray) -> np.ndarray:
 
 def release_errors(sums, truth: np.ndarray, basis: str, seed: int) -> dict:
     """One release's correlation error against ``truth`` (the table's correlation matrix)."""
-    from dpsmooth_spark.core.basis import PublicBounds
-    from dpsmooth_spark.mechanisms.smooth_pca import (
-        SmoothPCAParams,
+    from dpsmooth_spark.core.bounds import PublicBounds
+    from dpsmooth_spark.mechanisms.synthesizer import (
+        SynthesizerParams,
         fit_from_summary,
         release_summary,
     )
@@ -74,7 +74,7 @@ def release_errors(sums, truth: np.ndarray, basis: str, seed: int) -> dict:
         if basis == "auto"
         else {"basis": basis.split(":")[0], "degree": int(basis.split(":")[1])}
     )
-    params = SmoothPCAParams(**kw)
+    params = SynthesizerParams(**kw)
     bounds = PublicBounds.from_mapping({f"c{i}": (-1.0, 1.0) for i in range(d)})
     rng = np.random.default_rng(seed)
     start = time.perf_counter()
@@ -97,7 +97,7 @@ def release_errors(sums, truth: np.ndarray, basis: str, seed: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from dpsmooth_spark.core.candidates import correlation_from_covariance
+    from dpsmooth_spark.core.marginals import correlation_from_covariance
 
     ap = argparse.ArgumentParser(
         prog="python -m benchmarks accuracy",

@@ -30,10 +30,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from benchmarks.tables import ROOT, TABLES
-from dpsmooth_spark.core.basis import PublicBounds
+from dpsmooth_spark.core.bounds import PublicBounds
 from dpsmooth_spark.evaluation.baselines import independent_laplace, uniform_rows
 from dpsmooth_spark.evaluation.queries import PAPER_SIGMAS, GaussianMixtureQueries, answer_errors
-from dpsmooth_spark.mechanisms.smooth_pca import SmoothPCAParams, SmoothSynthesizer
+from dpsmooth_spark.mechanisms.synthesizer import ArraySynthesizer, SynthesizerParams
 from dpsmooth_spark.privacy.noise import NoiseSource
 
 METHODS = ("ours", "ours_zcdp", "independent", "uniform", "mst", "aim")
@@ -94,17 +94,17 @@ def release(
     label: str | None = None,
 ) -> np.ndarray:
     """Synthetic rows in original units (as many as the real table has); ``params`` are
-    :class:`SmoothPCAParams` for ``ours`` and ``ours_zcdp`` (at ``(epsilon, PEER_DELTA)``), which
+    :class:`SynthesizerParams` for ``ours`` and ``ours_zcdp`` (at ``(epsilon, PEER_DELTA)``), which
     declare the 0/1 ``label`` a column of two levels (as the example configs declare
     ``values: [0, 1]``)."""
     n, d = data.shape
     if method in ("ours", "ours_zcdp"):
         delta = PEER_DELTA if method == "ours_zcdp" else 0.0
-        synth = SmoothSynthesizer(
+        synth = ArraySynthesizer(
             epsilon,
             dict(zip(bounds.columns, zip(bounds.lower, bounds.upper, strict=False), strict=False)),
             delta=delta,
-            params=SmoothPCAParams(**params),
+            params=SynthesizerParams(**params),
             levels={label: 2} if label else None,
         )
         out = synth.fit({c: data[:, i] for i, c in enumerate(bounds.columns)}).sample(n)
@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--releases", type=int, default=2)
     ap.add_argument("--queries", type=int, default=2000)
     ap.add_argument(
-        "--params", type=json.loads, default={}, help="SmoothPCAParams overrides (JSON)"
+        "--params", type=json.loads, default={}, help="SynthesizerParams overrides (JSON)"
     )
     ap.add_argument(
         "--tool", type=Path, default=DEFAULT_TOOL, help="path of shared/tools/fidelity.py"

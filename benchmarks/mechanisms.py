@@ -29,8 +29,9 @@ from pathlib import Path
 import numpy as np
 
 from dpsmooth_spark.core.approximation import query_coefficients
-from dpsmooth_spark.core.basis import PassSpec, PublicBounds, partial_sums
-from dpsmooth_spark.mechanisms.bernstein import (
+from dpsmooth_spark.core.bounds import PublicBounds
+from dpsmooth_spark.core.kernel import PassSpec, partial_sums
+from dpsmooth_spark.mechanisms.bernstein_release import (
     BernsteinParams,
     kde_bandwidths,
     kde_sums,
@@ -42,8 +43,8 @@ from dpsmooth_spark.mechanisms.distance_release import (
     Embedding,
     release_from_records,
 )
-from dpsmooth_spark.mechanisms.smooth_pca import SmoothSynthesizer
 from dpsmooth_spark.mechanisms.smooth_summary import SummaryParams, release_tensor_summary
+from dpsmooth_spark.mechanisms.synthesizer import ArraySynthesizer
 from dpsmooth_spark.privacy.accountant import PrivacyAccountant
 from dpsmooth_spark.privacy.noise import NoiseSource
 
@@ -114,7 +115,7 @@ def kde_comparison(repeats: int) -> list[dict]:
             errors.setdefault("smooth_summary", []).append(float(np.abs(answers - truth).max()))
             row["summary_degree"] = summary.degree
         for rep in range(max(1, repeats // 10)):
-            synth = SmoothSynthesizer(eps, {"x": (0.0, 1.0)}, random_state=rep).fit({"x": x[:, 0]})
+            synth = ArraySynthesizer(eps, {"x": (0.0, 1.0)}, random_state=rep).fit({"x": x[:, 0]})
             sample = synth.sample(20_000)["x"][:, None]
             errors.setdefault("synthetic_data", []).append(
                 float(np.abs(kde_sums(sample, y, widths) / sample.shape[0] - truth).max())
@@ -177,7 +178,7 @@ def distance_comparison(repeats: int) -> list[dict]:
                     errors.setdefault(f"laplace_{metric}", []).append(
                         float(np.abs(answers - truth[metric]).max())
                     )
-                synth = SmoothSynthesizer(eps, DIST_BOUNDS, random_state=rep).fit(
+                synth = ArraySynthesizer(eps, DIST_BOUNDS, random_state=rep).fit(
                     {c: x[:, i] for i, c in enumerate(DIST_BOUNDS)}
                 )
                 sample = synth.sample(20_000)

@@ -20,9 +20,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import yaml
 
-from dpsmooth_spark.core.basis import PublicBounds
+from dpsmooth_spark.core.bounds import PublicBounds
 from dpsmooth_spark.evaluation.baselines import independent_laplace, real_half, uniform_rows
-from dpsmooth_spark.evaluation.evaluate import QuerySets
 from dpsmooth_spark.evaluation.metrics import (
     correlation_difference,
     distinct_rows,
@@ -30,7 +29,8 @@ from dpsmooth_spark.evaluation.metrics import (
     svm_auc,
 )
 from dpsmooth_spark.evaluation.queries import PAPER_SIGMAS, PAPER_WDBC_EPS1, answer_errors
-from dpsmooth_spark.mechanisms.smooth_pca import SmoothPCAParams, SmoothSynthesizer, sample_scaled
+from dpsmooth_spark.evaluation.release_metrics import QuerySets
+from dpsmooth_spark.mechanisms.synthesizer import ArraySynthesizer, SynthesizerParams, sample_scaled
 from dpsmooth_spark.privacy.noise import NoiseSource
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,8 +44,8 @@ def release(method: str, train: np.ndarray, eps: float, bounds: dict, seed: int)
     rng = np.random.default_rng(seed)
     if method == "ours":
         unit = {name: (-1.0, 1.0) for name in bounds}
-        params = SmoothPCAParams(**PARAMS)
-        synth = SmoothSynthesizer(eps, unit, params=params, random_state=seed).fit(
+        params = SynthesizerParams(**PARAMS)
+        synth = ArraySynthesizer(eps, unit, params=params, random_state=seed).fit(
             {name: train[:, i] for i, name in enumerate(bounds)}
         )
         return sample_scaled(
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--queries", type=int, default=10_000)
     ap.add_argument("--releases", type=int, default=5)
     ap.add_argument(
-        "--params", type=json.loads, default={}, help="SmoothPCAParams overrides for ours"
+        "--params", type=json.loads, default={}, help="SynthesizerParams overrides for ours"
     )
     ap.add_argument("--methods", nargs="+", default=list(METHODS))
     ap.add_argument("--out", default="eval_wdbc.json")

@@ -72,10 +72,10 @@ def make_table(n: int, d: int = D) -> Path:
 def run_numpy(folder: str, n: int, d: int) -> dict:
     import pyarrow.parquet as pq
 
-    from dpsmooth_spark.core.basis import partial_sums
-    from dpsmooth_spark.mechanisms.smooth_pca import SmoothPCAParams
+    from dpsmooth_spark.core.kernel import partial_sums
+    from dpsmooth_spark.mechanisms.synthesizer import SynthesizerParams
 
-    degree = SmoothPCAParams().data_pass_degree(d)
+    degree = SynthesizerParams().data_pass_degree(d)
     limit = min(n, NUMPY_ROWS)
 
     def batches():

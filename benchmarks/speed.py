@@ -68,10 +68,10 @@ def make_table(n: int, d: int) -> Path:
 def run_numpy(path: str, d: int) -> dict:
     import pyarrow.parquet as pq
 
-    from dpsmooth_spark.core.basis import partial_sums
-    from dpsmooth_spark.mechanisms.smooth_pca import SmoothPCAParams
+    from dpsmooth_spark.core.kernel import partial_sums
+    from dpsmooth_spark.mechanisms.synthesizer import SynthesizerParams
 
-    degree = SmoothPCAParams().data_pass_degree(d)
+    degree = SynthesizerParams().data_pass_degree(d)
     start = time.perf_counter()
     reader = pq.ParquetFile(path)
     batches = (

@@ -44,10 +44,10 @@ DEGREE = 4
 def exact_sums(n: int, d: int) -> Path:
     """The table's exact sums (numpy kernel), cached under ``build/bench``."""
     from benchmarks.speed import correlated_batches
-    from dpsmooth_spark.core.basis import partial_sums
-    from dpsmooth_spark.mechanisms.smooth_pca import SmoothPCAParams
+    from dpsmooth_spark.core.kernel import partial_sums
+    from dpsmooth_spark.mechanisms.synthesizer import SynthesizerParams
 
-    spec = SmoothPCAParams(degree=DEGREE).pass_spec(d)
+    spec = SynthesizerParams(degree=DEGREE).pass_spec(d)
     path = BUILD / f"sums_n{n}_d{d}_g{spec.degree}.pickle"
     if path.exists():
         return path
@@ -59,9 +59,9 @@ def exact_sums(n: int, d: int) -> Path:
 
 def run_point(sums_path: str, basis: str, candidates: int) -> dict:
     """Every driver stage for one (basis, C), timed."""
-    from dpsmooth_spark.core.basis import PublicBounds
-    from dpsmooth_spark.mechanisms.smooth_pca import (
-        SmoothPCAParams,
+    from dpsmooth_spark.core.bounds import PublicBounds
+    from dpsmooth_spark.mechanisms.synthesizer import (
+        SynthesizerParams,
         fit_from_summary,
         release_summary,
         sample_scaled,
@@ -72,7 +72,7 @@ def run_point(sums_path: str, basis: str, candidates: int) -> dict:
     sums = pickle.loads(Path(sums_path).read_bytes())
     d = sums.d
     kind, degree = basis.split(":")
-    params = SmoothPCAParams(basis=kind, degree=int(degree), candidates=candidates)
+    params = SynthesizerParams(basis=kind, degree=int(degree), candidates=candidates)
     bounds = PublicBounds.from_mapping({f"c{i}": (-1.0, 1.0) for i in range(d)})
     rng = np.random.default_rng(1)
     start = time.perf_counter()

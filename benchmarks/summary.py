@@ -24,7 +24,8 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from dpsmooth_spark.core.approximation import evaluate_series, query_coefficients
-from dpsmooth_spark.core.basis import PassSpec, PublicBounds, partial_sums
+from dpsmooth_spark.core.bounds import PublicBounds
+from dpsmooth_spark.core.kernel import PassSpec, partial_sums
 from dpsmooth_spark.evaluation.queries import GaussianMixtureQueries
 from dpsmooth_spark.mechanisms.smooth_grid import (
     GridParams,
@@ -33,7 +34,6 @@ from dpsmooth_spark.mechanisms.smooth_grid import (
     release_grid,
     sample_grid,
 )
-from dpsmooth_spark.mechanisms.smooth_pca import SmoothSynthesizer, sample_scaled
 from dpsmooth_spark.mechanisms.smooth_summary import (
     SummaryParams,
     answer,
@@ -41,6 +41,7 @@ from dpsmooth_spark.mechanisms.smooth_summary import (
     release_tensor_summary,
 )
 from dpsmooth_spark.mechanisms.stages import release_count
+from dpsmooth_spark.mechanisms.synthesizer import ArraySynthesizer, sample_scaled
 from dpsmooth_spark.privacy.accountant import PrivacyAccountant
 from dpsmooth_spark.privacy.noise import NoiseSource
 
@@ -129,7 +130,7 @@ def accuracy(table: np.ndarray, label: str, n_queries: int, releases: int) -> li
                 errors.setdefault(f"summary-{rule}-t-degree", []).append(
                     np.full(len(SIGMAS), summary.degree)
                 )
-            synth = SmoothSynthesizer(
+            synth = ArraySynthesizer(
                 eps, {f"x{i}": (-1.0, 1.0) for i in range(d)}, random_state=seed
             )
             synth.fit({f"x{i}": table[:, i] for i in range(d)})

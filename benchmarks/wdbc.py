@@ -23,14 +23,14 @@ import numpy as np
 import pyarrow.parquet as pq
 import yaml
 
-from dpsmooth_spark.core.basis import scale_to_unit
+from dpsmooth_spark.core.bounds import scale_to_unit
 from dpsmooth_spark.evaluation.queries import (
     PAPER_SIGMAS,
     PAPER_WDBC_EPS1,
     GaussianMixtureQueries,
     answer_errors,
 )
-from dpsmooth_spark.mechanisms.smooth_pca import SmoothPCAParams, SmoothSynthesizer, sample_scaled
+from dpsmooth_spark.mechanisms.synthesizer import ArraySynthesizer, SynthesizerParams, sample_scaled
 
 ROOT = Path(__file__).resolve().parents[1]
 FEATURES = 30
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> None:
         "--grid",
         type=json.loads,
         default=[{}],
-        help="JSON list of SmoothPCAParams overrides; default: the defaults only",
+        help="JSON list of SynthesizerParams overrides; default: the defaults only",
     )
     ap.add_argument("--out", default="wdbc_protocol.json")
     args = ap.parse_args(argv)
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     for eps in args.epsilons:
         for setting in args.grid:
-            params = SmoothPCAParams(**setting)
+            params = SynthesizerParams(**setting)
             per_jitter: dict[str, dict[str, list]] = {
                 "jitter": {m: [] for m in METRICS},
                 "support_only": {m: [] for m in METRICS},
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> None:
             distinct, support, seconds = [], [], []
             for rep in range(args.releases):
                 start = time.perf_counter()
-                synth = SmoothSynthesizer(eps, bounds, params=params, random_state=1000 + rep).fit(
+                synth = ArraySynthesizer(eps, bounds, params=params, random_state=1000 + rep).fit(
                     table
                 )
                 seconds.append(time.perf_counter() - start)

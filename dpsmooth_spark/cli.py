@@ -182,7 +182,7 @@ def _query(args: argparse.Namespace) -> int:
 
     import numpy as np
 
-    from dpsmooth_spark.mechanisms.bernstein import BernsteinRelease
+    from dpsmooth_spark.mechanisms.bernstein_release import BernsteinRelease
     from dpsmooth_spark.mechanisms.distance_release import DistanceRelease
 
     folder = Path(args.release)

@@ -25,13 +25,13 @@ from pydantic import (
     model_validator,
 )
 
-from dpsmooth_spark.core.basis import PublicBounds
+from dpsmooth_spark.core.bounds import PublicBounds
 from dpsmooth_spark.core.columns import MAX_CATEGORIES
-from dpsmooth_spark.mechanisms.bernstein import BernsteinParams
+from dpsmooth_spark.mechanisms.bernstein_release import BernsteinParams
 from dpsmooth_spark.mechanisms.distance_release import DistanceParams
 from dpsmooth_spark.mechanisms.smooth_grid import GridParams
-from dpsmooth_spark.mechanisms.smooth_pca import SmoothPCAParams
 from dpsmooth_spark.mechanisms.smooth_summary import SummaryParams
+from dpsmooth_spark.mechanisms.synthesizer import SynthesizerParams
 
 
 class ConfigError(ValueError):
@@ -387,8 +387,8 @@ class ReleaseConfig(_Strict):
     )
     privacy: PrivacyConfig = Field(description="The release's budget and neighbouring relation.")
     output: OutputConfig = Field(description="Where the release goes and how many rows it has.")
-    mechanism: SmoothPCAParams = Field(
-        default_factory=SmoothPCAParams,
+    mechanism: SynthesizerParams = Field(
+        default_factory=SynthesizerParams,
         description="Parameters of the synthesize job (measure, candidates, fit, sample).",
     )
     summary: SummaryParams = Field(

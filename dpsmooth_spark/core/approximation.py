@@ -134,7 +134,7 @@ def query_coefficients(
 
 def evaluate_series(coef: np.ndarray, points: np.ndarray) -> np.ndarray:
     """``sum_r c_r prod_i T_{r_i}(x_i)`` at ``points`` ``(n, d)``."""
-    from dpsmooth_spark.core.basis import tensor_products
+    from dpsmooth_spark.core.kernel import tensor_products
 
     t = coef.shape[0]
     return tensor_products(np.atleast_2d(points), t) @ coef.ravel()

@@ -29,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dpsmooth_spark.core.basis import PublicBounds
+from dpsmooth_spark.core.bounds import PublicBounds
 
 MAX_CATEGORIES = 256
 """The largest categorical domain (one histogram cell per value at the finest resolution)."""

@@ -18,7 +18,7 @@ resolves ``T_1``'s signal (:data:`RESOLVED`): a factor measures a rank-like rela
 linear one, and buys nothing where the linear one is clear.
 
 The exact sums come from the data pass's Gram matrix (``sum T_r(x_i) T_s(x_j)`` for every
-``r, s`` up to its degree, which ``SmoothPCAParams.factor_degree`` raises to the factors'), so
+``r, s`` up to its degree, which ``SynthesizerParams.factor_degree`` raises to the factors'), so
 the factors need no second pass. The data pass rounds each ``T_r`` to the fixed-point grid
 (``2^-16``); the factors are scaled so that the rounded polynomial stays within [-1, 1] too.
 """
@@ -32,7 +32,8 @@ import numpy as np
 from numpy.polynomial import chebyshev
 from scipy.optimize import linprog
 
-from dpsmooth_spark.core.basis import SCALE, ExactSums, chebyshev_table, design_column
+from dpsmooth_spark.core.chebyshev import chebyshev_table, design_column
+from dpsmooth_spark.core.kernel import SCALE, ExactSums
 
 MIN_GAIN = 1.05
 """A column keeps ``T_1`` unless the spread factor's covariance with ``x`` under the private

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from dpsmooth_spark.core.basis import BasisSet, HistogramBasis, chebyshev_table, histogram_cell
+from dpsmooth_spark.core.chebyshev import BasisSet, HistogramBasis, chebyshev_table, histogram_cell
 from dpsmooth_spark.core.factors import FactorPairs
 
 

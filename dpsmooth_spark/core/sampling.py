@@ -98,8 +98,8 @@ def mixture_correlation(
 ) -> np.ndarray:
     """Correlation matrix of the mixture ``sum_j u_j N(c_j, diag(jitter**2))`` (before the
     reflection at the bounds): the weighted candidates' covariance plus the jitter's variance.
-    (``core.candidates.weighted_correlation`` computes the same moments, but this module runs on
-    the executors, which have numpy and pyarrow only, and ``core.candidates`` imports scipy.)"""
+    (``core.marginals.weighted_correlation`` computes the same moments, but this module runs on
+    the executors, which have numpy and pyarrow only, and ``core.marginals`` imports scipy.)"""
     u = np.asarray(weights, dtype=np.float64) / np.sum(weights)
     centred = candidates - u @ candidates
     cov = centred.T @ (centred * u[:, None])

@@ -117,7 +117,7 @@ def basis_residuals(
     are from the released noisy ones (what the fit and the sampling could not fit), and, given the
     real rows, how far the noisy answers are from the truth (the noise). ``None`` when the summary
     releases no such function."""
-    from dpsmooth_spark.core.basis import BasisSet
+    from dpsmooth_spark.core.chebyshev import BasisSet
     from dpsmooth_spark.core.factors import FactorPairs
 
     functions: list[Any] = []

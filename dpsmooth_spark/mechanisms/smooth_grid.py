@@ -23,7 +23,8 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from dpsmooth_spark.core.basis import ExactSums, PublicBounds, tensor_products
+from dpsmooth_spark.core.bounds import PublicBounds
+from dpsmooth_spark.core.kernel import ExactSums, tensor_products
 from dpsmooth_spark.core.lp import solve_l1_fit
 from dpsmooth_spark.mechanisms.stages import release_basis_sums
 from dpsmooth_spark.privacy.accountant import PrivacyAccountant

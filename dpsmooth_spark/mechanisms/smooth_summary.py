@@ -23,7 +23,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from dpsmooth_spark.core.approximation import QueryFunction, query_coefficients
-from dpsmooth_spark.core.basis import ExactSums, PublicBounds
+from dpsmooth_spark.core.bounds import PublicBounds
+from dpsmooth_spark.core.kernel import ExactSums
 from dpsmooth_spark.mechanisms.stages import noise_std, release_basis_sums, release_count
 from dpsmooth_spark.privacy import sensitivity
 from dpsmooth_spark.privacy.accountant import PrivacyAccountant

@@ -10,8 +10,8 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from dpsmooth_spark.config import ReleaseConfig
-from dpsmooth_spark.evaluation.evaluate import QuerySets, evaluate
 from dpsmooth_spark.evaluation.queries import PAPER_WDBC_EPS1
+from dpsmooth_spark.evaluation.release_metrics import QuerySets, evaluate
 from dpsmooth_spark.evaluation.report import write_report
 from dpsmooth_spark.evaluation.verdict import verdict, verdict_text
 from dpsmooth_spark.pipeline.progress import StageLog

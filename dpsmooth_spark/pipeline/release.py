@@ -23,8 +23,9 @@ import pyarrow as pa
 
 from dpsmooth_spark import __version__
 from dpsmooth_spark.config import ReleaseConfig
-from dpsmooth_spark.core.basis import ExactSums, PassSpec, PublicBounds
+from dpsmooth_spark.core.bounds import PublicBounds
 from dpsmooth_spark.core.columns import TableCodec
+from dpsmooth_spark.core.kernel import ExactSums, PassSpec
 from dpsmooth_spark.pipeline.progress import StageLog
 from dpsmooth_spark.privacy.accountant import PrivacyAccountant
 from dpsmooth_spark.privacy.ledger import BudgetLedger, LedgerConflictError, LedgerEntry

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from dpsmooth_spark.config import ReleaseConfig
-from dpsmooth_spark.mechanisms.bernstein import (
+from dpsmooth_spark.mechanisms.bernstein_release import (
     BernsteinRelease,
     kde_bandwidths,
     kde_sums,

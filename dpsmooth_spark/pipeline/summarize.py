@@ -4,7 +4,7 @@ atomically."""
 from __future__ import annotations
 
 from dpsmooth_spark.config import ReleaseConfig
-from dpsmooth_spark.core.basis import PassSpec
+from dpsmooth_spark.core.kernel import PassSpec
 from dpsmooth_spark.mechanisms.smooth_summary import (
     SmoothSummary,
     pass_degree,

@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from dpsmooth_spark.config import ReleaseConfig
 from dpsmooth_spark.core.sampling import herds
-from dpsmooth_spark.mechanisms.smooth_pca import (
+from dpsmooth_spark.mechanisms.synthesizer import (
     NoisySummary,
     fit_from_summary,
     release_summary,

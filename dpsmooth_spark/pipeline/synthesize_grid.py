@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from dpsmooth_spark.config import ReleaseConfig
-from dpsmooth_spark.core.basis import PassSpec
+from dpsmooth_spark.core.kernel import PassSpec
 from dpsmooth_spark.mechanisms.smooth_grid import (
     GridRelease,
     fit_grid,

@@ -1,6 +1,6 @@
 """The one pass over the sensitive table: exact partial sums per partition, reduced on the driver.
 
-Each task runs :func:`dpsmooth_spark.core.basis.partial_sums` over its Arrow batches and emits one
+Each task runs :func:`dpsmooth_spark.core.kernel.partial_sums` over its Arrow batches and emits one
 row (the integer Gram matrix as bytes plus row counters). The driver adds the rows with Python
 integers, so the result is exact and does not depend on partitioning or task retries.
 """
@@ -15,15 +15,9 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
-from dpsmooth_spark.core.basis import (
-    ExactSums,
-    PassSpec,
-    PublicBounds,
-    partial_sums,
-    scale_to_unit,
-    valid_rows,
-)
+from dpsmooth_spark.core.bounds import PublicBounds, scale_to_unit
 from dpsmooth_spark.core.columns import TableCodec, numeric_codec
+from dpsmooth_spark.core.kernel import ExactSums, PassSpec, partial_sums, valid_rows
 from dpsmooth_spark.spark.io import quote
 from dpsmooth_spark.spark.session import default_parallelism
 

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from dpsmooth_spark.config import parse_config, resolve_paths
-from dpsmooth_spark.core.basis import PassSpec, partial_sums
+from dpsmooth_spark.core.kernel import PassSpec, partial_sums
 from dpsmooth_spark.pipeline.evaluate import run_evaluate
 from dpsmooth_spark.pipeline.summarize import run_summarize
 from dpsmooth_spark.pipeline.synthesize import run_synthesize
@@ -48,7 +48,7 @@ def release_config(tmp_path: Path, wdbc_config_dict: dict, name: str, **extra) -
 def test_data_pass_through_connect_is_exact(spark, remote, wdbc_table, wdbc_bounds):
     """Both readers (DataFrame + mapInArrow, and pyarrow in the tasks) through Connect give the
     exact integer sums of a plain numpy pass."""
-    from dpsmooth_spark.core.basis import PublicBounds
+    from dpsmooth_spark.core.bounds import PublicBounds
 
     bounds = PublicBounds.from_mapping(wdbc_bounds)
     spec = PassSpec(2, histogram_cells=64)

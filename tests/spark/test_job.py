@@ -14,7 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from dpsmooth_spark.config import parse_config
-from dpsmooth_spark.core.basis import PassSpec, PublicBounds, partial_sums
+from dpsmooth_spark.core.bounds import PublicBounds
+from dpsmooth_spark.core.kernel import PassSpec, partial_sums
 from dpsmooth_spark.pipeline.synthesize import InvalidDataError, run_synthesize
 from dpsmooth_spark.spark.data_pass import exact_sums
 from dpsmooth_spark.spark.io import InputError, OutputExistsError, read_table

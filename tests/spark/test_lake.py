@@ -13,7 +13,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from dpsmooth_spark.config import parse_config
-from dpsmooth_spark.core.basis import partial_sums
+from dpsmooth_spark.core.kernel import partial_sums
 from dpsmooth_spark.pipeline.release import ReleaseRun
 from dpsmooth_spark.pipeline.synthesize import run_synthesize
 from dpsmooth_spark.spark import io, lake

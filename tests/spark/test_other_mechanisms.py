@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dpsmooth_spark.config import ConfigError, parse_config
-from dpsmooth_spark.mechanisms.bernstein import BernsteinRelease, kde_bandwidths, kde_sums
+from dpsmooth_spark.mechanisms.bernstein_release import BernsteinRelease, kde_bandwidths, kde_sums
 from dpsmooth_spark.mechanisms.distance_release import DistanceRelease
 from dpsmooth_spark.pipeline.release_distances import run_release_distances
 from dpsmooth_spark.pipeline.release_function import run_release_function
@@ -62,7 +62,7 @@ def test_kde_release_job(spark, tmp_path, wdbc_config_dict, wdbc_table):
     x = data(wdbc_table, ["mean_radius", "mean_texture"])
     params = parse_config(raw).bernstein
     widths = kde_bandwidths(params, release.lower, release.upper)
-    from dpsmooth_spark.mechanisms.bernstein import lattice_points
+    from dpsmooth_spark.mechanisms.bernstein_release import lattice_points
 
     truth = kde_sums(x, lattice_points(6, release.lower, release.upper), widths) / x.shape[0]
     outside = np.abs(release.values - truth) > 3 * release.noise_scale + 0.05 * truth

@@ -17,7 +17,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from dpsmooth_spark.config import parse_config
-from dpsmooth_spark.core.basis import PublicBounds
+from dpsmooth_spark.core.bounds import PublicBounds
 from dpsmooth_spark.pipeline.synthesize import run_synthesize
 from dpsmooth_spark.privacy.ledger import BudgetExceededError, BudgetLedger, LedgerConflictError
 from dpsmooth_spark.spark.data_pass import exact_sums

@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from dpsmooth_spark.config import parse_config, resolve_paths
-from dpsmooth_spark.core.basis import PassSpec, PublicBounds, partial_sums
+from dpsmooth_spark.core.bounds import PublicBounds
+from dpsmooth_spark.core.kernel import PassSpec, partial_sums
 from dpsmooth_spark.mechanisms.smooth_summary import SmoothSummary, answer, parse_query
 from dpsmooth_spark.pipeline.summarize import run_summarize
 

@@ -5,16 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpsmooth_spark.core.basis import (
-    SCALE,
-    BasisSet,
-    ExactSums,
-    chebyshev_direct,
-    chebyshev_table,
-    partial_sums,
-    scale_to_unit,
-    unscale_from_unit,
-)
+from dpsmooth_spark.core.bounds import scale_to_unit, unscale_from_unit
+from dpsmooth_spark.core.chebyshev import BasisSet, chebyshev_direct, chebyshev_table
+from dpsmooth_spark.core.kernel import SCALE, ExactSums, partial_sums
 from dpsmooth_spark.privacy import sensitivity
 
 QUANTUM = 1.0 / SCALE
@@ -159,7 +152,7 @@ def test_null_cells_count_nulls_and_keep_those_rows_out_of_the_joint_sums():
     """A row whose only missing values are nulls in nullable columns is in the histograms of its
     other columns and in the null counts (one cell per column, as before), not in the Gram
     matrix; a NaN elsewhere still makes the row invalid."""
-    from dpsmooth_spark.core.basis import PassSpec, partial_sums
+    from dpsmooth_spark.core.kernel import PassSpec, partial_sums
 
     x = np.array([[0.5, 0.2], [np.nan, 0.9], [0.1, np.nan], [np.nan, np.nan], [0.3, 0.4]])
     mask = np.array([[False, False], [True, False], [False, False], [True, True], [False, False]])

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from scipy.stats import multivariate_normal
 
-from dpsmooth_spark.core import bernstein as bern
-from dpsmooth_spark.mechanisms.bernstein import (
+from dpsmooth_spark.core import bernstein_basis as bern
+from dpsmooth_spark.mechanisms.bernstein_release import (
     BernsteinParams,
     BernsteinRelease,
     erm_sensitivity,

@@ -70,13 +70,13 @@ def test_package_zip_imports_on_its_own(tmp_path):
     archive = ROOT / "dist" / "dpsmooth_spark.zip"
     names = zipfile.ZipFile(archive).namelist()
     assert (
-        "dpsmooth_spark/core/basis.py" in names
+        "dpsmooth_spark/core/kernel.py" in names
         and "dpsmooth_spark/spark/log4j2.properties" in names
     )
     assert list((ROOT / "dist").glob("dpsmooth_spark-*.whl"))
     # what an executor imports, from the zip alone (numpy is the only other need)
     code = (
-        "import sys; sys.path.insert(0, sys.argv[1]); import dpsmooth_spark.core.basis as b; "
+        "import sys; sys.path.insert(0, sys.argv[1]); import dpsmooth_spark.core.kernel as b; "
         "print(b.__file__)"
     )
     run = subprocess.run(

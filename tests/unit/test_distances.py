@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from dpsmooth_spark.core.basis import PublicBounds
+from dpsmooth_spark.core.bounds import PublicBounds
 from dpsmooth_spark.core.distances import (
     BourgainEmbedding,
     TangentLearner,

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from dpsmooth_spark.evaluation.baselines import independent_laplace, real_half, uniform_rows
-from dpsmooth_spark.evaluation.evaluate import QuerySets, evaluate
 from dpsmooth_spark.evaluation.metrics import (
     PairwiseKernelQueries,
     basis_residuals,
@@ -15,6 +14,7 @@ from dpsmooth_spark.evaluation.metrics import (
     marginal_wasserstein,
     svm_auc,
 )
+from dpsmooth_spark.evaluation.release_metrics import QuerySets, evaluate
 from dpsmooth_spark.privacy.noise import NoiseSource
 
 

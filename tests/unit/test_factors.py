@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 from numpy.polynomial import chebyshev
 
-from dpsmooth_spark.core.basis import SCALE, PassSpec, partial_sums
 from dpsmooth_spark.core.factors import (
     RESOLVED,
     WIDE,
@@ -19,6 +18,7 @@ from dpsmooth_spark.core.factors import (
     spread_factors,
 )
 from dpsmooth_spark.core.function_values import FunctionValues
+from dpsmooth_spark.core.kernel import SCALE, PassSpec, partial_sums
 
 
 def cell_probabilities(values: np.ndarray, cells: int = 64) -> np.ndarray:
@@ -234,7 +234,7 @@ def test_copula_noise_is_what_answer_noise_does_to_the_correlation_near_independ
     quadrature and the grid; measured 0.031417). A column at -1 in 99% of its rows (uniform in
     the rest) varies in 1% of them: the same answer noise is a correlation noise at least 5x
     larger (measured 0.79, 25x), beyond what the pair selection measures (``RESOLVABLE_STD``)."""
-    from dpsmooth_spark.mechanisms.smooth_pca.measure import RESOLVABLE_STD
+    from dpsmooth_spark.mechanisms.synthesizer.measure import RESOLVABLE_STD
 
     cells = 256
     uniform = np.full(cells, 1.0 / cells)

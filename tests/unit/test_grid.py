@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from dpsmooth_spark.core.basis import PassSpec, PublicBounds, partial_sums, snap_to_grid
+from dpsmooth_spark.core.bounds import PublicBounds
+from dpsmooth_spark.core.kernel import PassSpec, partial_sums, snap_to_grid
 from dpsmooth_spark.mechanisms.smooth_grid import (
     GridParams,
     fit_grid,

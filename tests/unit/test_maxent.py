@@ -6,23 +6,22 @@ import numpy as np
 import pytest
 
 from dpsmooth_spark.core import maxent
-from dpsmooth_spark.core.basis import (
+from dpsmooth_spark.core.chebyshev import (
     BasisSet,
     HistogramBasis,
-    PassSpec,
     ProjectionBasis,
     chebyshev_table,
     coarsen_histograms,
-    partial_sums,
 )
-from dpsmooth_spark.core.candidates import (
+from dpsmooth_spark.core.function_values import FunctionValues
+from dpsmooth_spark.core.kernel import PassSpec, partial_sums
+from dpsmooth_spark.core.lp import solve_l1_fit
+from dpsmooth_spark.core.marginals import (
     GridMarginals,
     gaussian_copula_log_density,
     marginal_candidates,
     weighted_correlation,
 )
-from dpsmooth_spark.core.function_values import FunctionValues
-from dpsmooth_spark.core.lp import solve_l1_fit
 from dpsmooth_spark.core.maxent import (
     MaxEntFit,
     clipped_square_moments,
@@ -42,8 +41,8 @@ from dpsmooth_spark.core.sampling import (
     reorder_to_correlation,
     sample_records,
 )
-from dpsmooth_spark.mechanisms.smooth_pca.candidates import Candidates
-from dpsmooth_spark.mechanisms.smooth_pca.measure import histogram_bins
+from dpsmooth_spark.mechanisms.synthesizer.candidates import Candidates
+from dpsmooth_spark.mechanisms.synthesizer.measure import histogram_bins
 from dpsmooth_spark.privacy.accountant import PrivacyAccountant
 
 

@@ -12,9 +12,9 @@ import json
 import numpy as np
 import pytest
 
-from dpsmooth_spark.core.basis import scale_to_unit
+from dpsmooth_spark.core.bounds import scale_to_unit
 from dpsmooth_spark.evaluation.queries import PAPER_SIGMAS, PAPER_WDBC_EPS1, GaussianMixtureQueries
-from dpsmooth_spark.mechanisms.smooth_pca import SmoothPCAParams, SmoothSynthesizer, sample_scaled
+from dpsmooth_spark.mechanisms.synthesizer import ArraySynthesizer, SynthesizerParams, sample_scaled
 
 
 def correlated_table(rng, n=20_000):
@@ -25,7 +25,7 @@ def correlated_table(rng, n=20_000):
 
 def test_large_budget_recovers_means_and_correlations(rng):
     table, bounds = correlated_table(rng)
-    synth = SmoothSynthesizer(10.0, bounds, random_state=1).fit(table)
+    synth = ArraySynthesizer(10.0, bounds, random_state=1).fit(table)
     out = synth.sample(20_000)
     real = np.column_stack([table[k] for k in "abc"])
     fake = np.column_stack([out[k] for k in "abc"])
@@ -41,8 +41,8 @@ def test_large_budget_recovers_means_and_correlations(rng):
 @pytest.mark.parametrize(("delta", "strategy"), [(0.0, "moments"), (0.0, "psi"), (1e-6, "psi")])
 def test_budget_is_spent_exactly_once(rng, delta, strategy):
     table, bounds = correlated_table(rng, n=2000)
-    params = SmoothPCAParams(candidate_strategy=strategy, candidates=500)
-    synth = SmoothSynthesizer(0.7, bounds, delta=delta, params=params, random_state=2).fit(table)
+    params = SynthesizerParams(candidate_strategy=strategy, candidates=500)
+    synth = ArraySynthesizer(0.7, bounds, delta=delta, params=params, random_state=2).fit(table)
     account = synth.accountant_.to_dict()
     stages = [c["stage"] for c in account["stages"]]
     assert stages == (
@@ -58,7 +58,7 @@ def test_budget_is_spent_exactly_once(rng, delta, strategy):
 
 def test_samples_respect_bounds_and_default_row_count(rng):
     table, bounds = correlated_table(rng, n=3000)
-    synth = SmoothSynthesizer(1.0, bounds, random_state=3).fit(table)
+    synth = ArraySynthesizer(1.0, bounds, random_state=3).fit(table)
     out = synth.sample()
     assert len(out["a"]) == round(synth.result_.summary.noisy_count)
     for k in "abc":
@@ -88,7 +88,7 @@ def test_release_spreads_mass_without_point_masses_or_hurting_smooth_queries(
     sigmas = (2.0, 4.0, 8.0)
     errors = {0.0: [], 0.1: []}
     for seed in range(3):
-        synth = SmoothSynthesizer(1.0, wdbc_bounds, random_state=100 + seed).fit(wdbc_table)
+        synth = ArraySynthesizer(1.0, wdbc_bounds, random_state=100 + seed).fit(wdbc_table)
         assert synth.result_.support_size > 10 * (synth.result_.functions + 1)
         unit_jitter = synth.result_.jitter / synth.params.jitter
         for jitter, found in errors.items():
@@ -123,7 +123,7 @@ def test_independent_columns_stay_independent(rng):
     bounds = {f"c{i}": (0.0, 1.0) if i != 3 else (0.0, 2.0) for i in range(d)}
     largest = []
     for seed in range(5):
-        synth = SmoothSynthesizer(1.0, bounds, random_state=seed).fit(
+        synth = ArraySynthesizer(1.0, bounds, random_state=seed).fit(
             {c: np.clip(data[:, i], *bounds[c]) for i, c in enumerate(bounds)}
         )
         assert synth.result_.summary.factor_pairs is not None  # the pairs are measured
@@ -139,7 +139,7 @@ def test_wdbc_beats_the_papers_worst_case_relative_error(wdbc_table, wdbc_bounds
     queries = GaussianMixtureQueries.draw(30, 10_000, np.random.default_rng(2016))
     worst = []
     for seed in range(5):
-        synth = SmoothSynthesizer(1.0, wdbc_bounds, random_state=seed).fit(wdbc_table)
+        synth = ArraySynthesizer(1.0, wdbc_bounds, random_state=seed).fit(wdbc_table)
         rows = sample_scaled(synth.result_, 569, synth.sampling_rng_)
         worst.append(worst_relative(real, rows[:, :30], queries, PAPER_SIGMAS))
     mean_worst = np.mean(worst, axis=0)
@@ -156,8 +156,8 @@ def test_unusual_shapes_release_valid_tables(rng, d, rows, constant):
     names = [f"c{i}" for i in range(d)]
     values = np.full((rows, d), 0.25) if constant else rng.uniform(0, 1, size=(rows, d))
     bounds = {n: (0.0, 1.0) for n in names}
-    params = SmoothPCAParams(candidates=300)
-    synth = SmoothSynthesizer(1.0, bounds, params=params, random_state=4).fit(
+    params = SynthesizerParams(candidates=300)
+    synth = ArraySynthesizer(1.0, bounds, params=params, random_state=4).fit(
         {n: values[:, i] for i, n in enumerate(names)}
     )
     out = synth.sample(50)
@@ -169,25 +169,25 @@ def test_unusual_shapes_release_valid_tables(rng, d, rows, constant):
 def test_max_functions_caps_the_auto_basis():
     """At d = 30 and a large count, auto picks the pair terms of degree 3 (R = 3 x 435 = 1305); a
     cap of 500 keeps the largest affordable option within it (T_1 T_1 pairs: R = 435)."""
-    from dpsmooth_spark.mechanisms.smooth_pca import choose_basis
+    from dpsmooth_spark.mechanisms.synthesizer import choose_basis
     from dpsmooth_spark.privacy.accountant import PrivacyAccountant
 
     accountant = PrivacyAccountant(1.0)
-    free = choose_basis(SmoothPCAParams(), 30, 1e8, accountant, 0.85)
-    capped = choose_basis(SmoothPCAParams(max_functions=500), 30, 1e8, accountant, 0.85)
+    free = choose_basis(SynthesizerParams(), 30, 1e8, accountant, 0.85)
+    capped = choose_basis(SynthesizerParams(max_functions=500), 30, 1e8, accountant, 0.85)
     assert (free.size, capped.size) == (1305, 435)
 
 
 def test_auto_basis_leaves_out_what_repeats_on_a_lattice():
     """Six columns, two of them booleans (2 levels) and one a category of 4: auto's degree-3 pair
     terms (45) without the 10 whose boolean factor is T_2 (= 1 on {-1, 1})."""
-    from dpsmooth_spark.mechanisms.smooth_pca import choose_basis
+    from dpsmooth_spark.mechanisms.synthesizer import choose_basis
     from dpsmooth_spark.privacy.accountant import PrivacyAccountant
 
     accountant = PrivacyAccountant(1.0)
     lattice = np.array([78, 2, 4, 1826, 0, 2])
-    full = choose_basis(SmoothPCAParams(), 6, 2e4, accountant, 0.38)
-    reduced = choose_basis(SmoothPCAParams(), 6, 2e4, accountant, 0.38, lattice=lattice)
+    full = choose_basis(SynthesizerParams(), 6, 2e4, accountant, 0.38)
+    reduced = choose_basis(SynthesizerParams(), 6, 2e4, accountant, 0.38, lattice=lattice)
     assert (full.size, reduced.size) == (45, 35)
     assert not (reduced.indices[:, [1, 5]] >= 2).any()
     assert {tuple(i) for i in reduced.indices} < {tuple(i) for i in full.indices}
@@ -197,8 +197,8 @@ def test_auto_basis_drops_anchor_pairs_that_the_noise_would_swamp():
     """Five columns with a label anchor (4 pair terms): at 150 rows and epsilon 0.1 each term's
     noise (std 1.4 normalised) exceeds ANCHOR_NOISE_LIMIT, and the budget goes to the marginals;
     at epsilon 1 (std 0.14) the anchor pairs are measured."""
-    from dpsmooth_spark.mechanisms.smooth_pca import choose_basis
-    from dpsmooth_spark.mechanisms.smooth_pca.params import ANCHOR_NOISE_LIMIT, per_function_noise
+    from dpsmooth_spark.mechanisms.synthesizer import choose_basis
+    from dpsmooth_spark.mechanisms.synthesizer.params import ANCHOR_NOISE_LIMIT, per_function_noise
     from dpsmooth_spark.privacy.accountant import PrivacyAccountant
 
     low, high = PrivacyAccountant(0.1), PrivacyAccountant(1.0)
@@ -207,8 +207,8 @@ def test_auto_basis_drops_anchor_pairs_that_the_noise_would_swamp():
         > ANCHOR_NOISE_LIMIT
         > per_function_noise(4, 150, high, 0.38)
     )
-    assert choose_basis(SmoothPCAParams(), 5, 150, low, 0.038, anchors=(4,)).size == 0
-    assert choose_basis(SmoothPCAParams(), 5, 150, high, 0.38, anchors=(4,)).size == 4
+    assert choose_basis(SynthesizerParams(), 5, 150, low, 0.038, anchors=(4,)).size == 0
+    assert choose_basis(SynthesizerParams(), 5, 150, high, 0.38, anchors=(4,)).size == 4
 
 
 def test_anchor_picks_are_as_many_as_the_share_measures_at_the_noise_limit():
@@ -217,7 +217,7 @@ def test_anchor_picks_are_as_many_as_the_share_measures_at_the_noise_limit():
     none at 150 rows and epsilon 0.1 (iris's regime: one pick's noise 0.84 normalised), one at
     569 (WDBC's: 0.22), more only where ``anchor_picks`` allows them, never all the anchor pairs,
     and none with ``anchor_picks: 0`` or a fixed basis."""
-    from dpsmooth_spark.mechanisms.smooth_pca.params import (
+    from dpsmooth_spark.mechanisms.synthesizer.params import (
         ANCHOR_NOISE_LIMIT,
         ANCHOR_PICK_SELECTION,
         per_function_noise,
@@ -232,15 +232,15 @@ def test_anchor_picks_are_as_many_as_the_share_measures_at_the_noise_limit():
         > ANCHOR_NOISE_LIMIT
         > per_function_noise(1, 569, low, measure)
     )
-    default = SmoothPCAParams()
+    default = SynthesizerParams()
     assert pickable_anchor_pairs(default, 30, 150, low, share) == 0
     assert pickable_anchor_pairs(default, 30, 569, low, share) == 1
     assert (
-        pickable_anchor_pairs(SmoothPCAParams(anchor_picks=8), 30, 1797, low, share) == 7
+        pickable_anchor_pairs(SynthesizerParams(anchor_picks=8), 30, 1797, low, share) == 7
     )  # 0.5 / 0.069
-    assert pickable_anchor_pairs(SmoothPCAParams(anchor_picks=8), 3, 10**6, low, share) == 2
-    assert pickable_anchor_pairs(SmoothPCAParams(anchor_picks=0), 30, 10**6, low, share) == 0
-    assert pickable_anchor_pairs(SmoothPCAParams(basis="marginal"), 30, 10**6, low, share) == 0
+    assert pickable_anchor_pairs(SynthesizerParams(anchor_picks=8), 3, 10**6, low, share) == 2
+    assert pickable_anchor_pairs(SynthesizerParams(anchor_picks=0), 30, 10**6, low, share) == 0
+    assert pickable_anchor_pairs(SynthesizerParams(basis="marginal"), 30, 10**6, low, share) == 0
 
 
 def _label_of_one_column(n: int, d: int, seed: int) -> tuple[dict, dict]:
@@ -269,8 +269,8 @@ def test_too_noisy_anchor_pairs_give_way_to_the_clearest_one(seed):
     columns, bounds = _label_of_one_column(3000, 40, 11)
     names = list(bounds)
     for picks in (1, 0):
-        params = SmoothPCAParams(pair_columns=("y",), anchor_picks=picks, candidates=3000)
-        synth = SmoothSynthesizer(0.05, bounds, params=params, levels={"y": 2}, random_state=seed)
+        params = SynthesizerParams(pair_columns=("y",), anchor_picks=picks, candidates=3000)
+        synth = ArraySynthesizer(0.05, bounds, params=params, levels={"y": 2}, random_state=seed)
         out = synth.fit(columns).sample(3000)
         syn = np.corrcoef(np.column_stack([out[c] for c in names]), rowvar=False)
         stages = [c.stage for c in synth.accountant_.charges]
@@ -302,8 +302,8 @@ def test_a_tiny_noisy_release_invents_no_relation():
     bounds = {**{f"c{i}": (-3.0, 3.0) for i in range(4)}, "label": (0.0, 1.0)}
     real = np.corrcoef(np.column_stack(list(data.values())).T)[np.triu_indices(5, 1)]
     for seed in range(10):
-        synth = SmoothSynthesizer(
-            0.1, bounds, params=SmoothPCAParams(pair_columns=("label",)), random_state=seed
+        synth = ArraySynthesizer(
+            0.1, bounds, params=SynthesizerParams(pair_columns=("label",)), random_state=seed
         ).fit(data)
         corr = fitted_correlation(synth.result_)
         ratio = np.abs(corr[np.triu_indices(5, 1)] - real).mean() / np.abs(real).mean()
@@ -329,7 +329,7 @@ def test_a_boolean_column_does_not_pull_the_fit_off_its_prior():
     upper = np.triu_indices(k + 1, 1)
     for seed in range(8):
         result = (
-            SmoothSynthesizer(0.1, bounds, levels={"y": 2}, random_state=seed).fit(columns).result_
+            ArraySynthesizer(0.1, bounds, levels={"y": 2}, random_state=seed).fit(columns).result_
         )
         assert result.functions == (k + 1) * result.summary.histograms.shape[1]  # histograms alone
         assert result.support_size >= 0.5 * result.candidates.shape[0], (seed, result.support_size)
@@ -344,7 +344,7 @@ def test_pooled_count_is_unbiased_with_the_inverse_variance_spread(pooled_std):
     estimate's mean is within 4 standard errors of the count and its spread within 5% of
     1 / sqrt(sum of inverse variances), 66 without the pooled histogram and 7.9 with it (a
     sampling error of 1.1% std, so 5% is 4.5 of them)."""
-    from dpsmooth_spark.mechanisms.smooth_pca.measure import pooled_count
+    from dpsmooth_spark.mechanisms.synthesizer.measure import pooled_count
 
     rng = np.random.default_rng(5)
     true = np.array([[10.0, 60.0, 70.0, 10.0]] * 5)
@@ -377,7 +377,7 @@ def test_fine_noisy_histograms_keep_less_noise_mass_beyond_the_data():
     marginal before the noise floor), in each of 20 seeded draws; on average at most 0.8x the
     latter (measured 0.038 against 0.057 and 0.091; the 20-draw means have standard errors of
     about 0.004)."""
-    from dpsmooth_spark.core.candidates import histogram_density
+    from dpsmooth_spark.core.marginals import histogram_density
     from dpsmooth_spark.core.maxent import project_to_simplex
 
     rng = np.random.default_rng(3)
@@ -404,7 +404,7 @@ def test_a_histogram_the_noise_swamps_stays_near_uniform():
     the private marginal is exactly uniform where the James-Stein factor is 0, and on average
     less than half as far from uniform (L1) as the noisy shares projected onto the simplex (200
     seeded draws: 77 with factor 0; mean distance 0.47 against 1.13)."""
-    from dpsmooth_spark.core.candidates import histogram_density
+    from dpsmooth_spark.core.marginals import histogram_density
     from dpsmooth_spark.core.maxent import project_to_simplex
 
     rng = np.random.default_rng(4)
@@ -431,7 +431,7 @@ def test_shrinkage_bound_is_the_best_factor_for_the_farthest_histogram():
     skewed target (0.55 / 0.3 / 0.1 / 0.05, a shared shape), whose farthest histogram holds
     everything in the target's smallest cell: share noise 0.5 and 1.17 (simulated 0.565 and
     0.193)."""
-    from dpsmooth_spark.core.candidates import largest_shrinkage_factor
+    from dpsmooth_spark.core.marginals import largest_shrinkage_factor
 
     rng = np.random.default_rng(0)
     for k, std in ((4, 1.17), (16, 0.05)):
@@ -462,7 +462,7 @@ def test_a_histogram_the_noise_swamps_does_not_pile_into_one_cell():
     Wasserstein-1 to the truth over 200 seeded draws is below 0.85x the uncapped factor's
     (measured 0.176 against 0.237; 0.72-0.76x over seeds 0-5), and its largest cell holds 0.35
     on average against 0.46."""
-    from dpsmooth_spark.core.candidates import histogram_density
+    from dpsmooth_spark.core.marginals import histogram_density
 
     rng = np.random.default_rng(0)
     truth = np.array([0.1, 0.35, 0.4, 0.15])
@@ -488,7 +488,7 @@ def test_swamped_histograms_take_the_shape_their_columns_share():
     (``shared_shape``, whose mean has 29x less noise variance) is on average closer to the truth
     than the marginal shrunk towards uniform (Wasserstein-1 over 40 seeded draws: measured
     0.201 against 0.313, ratio 0.64; the bound 0.75 is several standard errors above it)."""
-    from dpsmooth_spark.core.candidates import histogram_density, shared_shape
+    from dpsmooth_spark.core.marginals import histogram_density, shared_shape
 
     rng = np.random.default_rng(0)
     truth, std = np.array([0.55, 0.3, 0.1, 0.05]), 0.4
@@ -513,7 +513,7 @@ def test_a_shared_shape_the_noise_swamps_too_is_not_used():
     ``shared_shape``: 0.188 against 0.112 over 500 seeded draws). ``shared_shape`` uses the mean
     only where it is clear, so the marginal stays within 5% of the uniform target's. A clear
     histogram is kept as measured whatever the target."""
-    from dpsmooth_spark.core.candidates import histogram_density, shared_shape
+    from dpsmooth_spark.core.marginals import histogram_density, shared_shape
 
     rng = np.random.default_rng(1)
     std, mean_std = 1.17, 1.17 / np.sqrt(3.0)
@@ -550,9 +550,10 @@ def test_a_summarys_continuous_marginals_share_a_shape_and_its_lattice_columns_d
     shrunk towards uniform, by more than 0.05 on average in each of seeds 0-3 (measured 0.69 /
     0.81 / 0.67 / 0.84 against 0.58 / 0.61 / 0.55 / 0.59); the 0/1 column's marginal is
     ``lattice_density``'s, whatever the others' shape."""
-    from dpsmooth_spark.core.basis import BasisSet, PublicBounds
-    from dpsmooth_spark.core.candidates import histogram_density, lattice_density
-    from dpsmooth_spark.mechanisms.smooth_pca.summary import NoisySummary
+    from dpsmooth_spark.core.bounds import PublicBounds
+    from dpsmooth_spark.core.chebyshev import BasisSet
+    from dpsmooth_spark.core.marginals import histogram_density, lattice_density
+    from dpsmooth_spark.mechanisms.synthesizer.summary import NoisySummary
 
     n, std, m = 1000.0, 0.7, 40
     truth = np.vstack([np.tile([0.6, 0.4, 0.0, 0.0], (m, 1)), [0.7, 0.0, 0.0, 0.3]])
@@ -584,8 +585,10 @@ def test_a_summarys_continuous_marginals_share_a_shape_and_its_lattice_columns_d
 def _pooled_release(epsilon: float, seed: int, delta: float = 0.0, **params):
     """A summary of 30 continuous columns in the lower part of their bounds (Beta(1.5, 6) on
     [0, 1]) and a 0/1 label, 600 rows; and the 30 columns' true shares on its histograms' cells."""
-    from dpsmooth_spark.core.basis import PublicBounds, coarsen_histograms, partial_sums
-    from dpsmooth_spark.mechanisms.smooth_pca import release_summary
+    from dpsmooth_spark.core.bounds import PublicBounds
+    from dpsmooth_spark.core.chebyshev import coarsen_histograms
+    from dpsmooth_spark.core.kernel import partial_sums
+    from dpsmooth_spark.mechanisms.synthesizer import release_summary
     from dpsmooth_spark.privacy.accountant import PrivacyAccountant
     from dpsmooth_spark.privacy.noise import NoiseSource
 
@@ -593,7 +596,7 @@ def _pooled_release(epsilon: float, seed: int, delta: float = 0.0, **params):
     table = np.column_stack([data_rng.beta(1.5, 6.0, (600, 30)), data_rng.integers(0, 2, 600)])
     bounds = PublicBounds.from_mapping({f"c{i}": (0.0, 1.0) for i in range(31)})
     lattice = np.array([0] * 30 + [2])
-    p = SmoothPCAParams(pair_columns=("c30",), **params)
+    p = SynthesizerParams(pair_columns=("c30",), **params)
     sums = partial_sums([table], bounds.lower, bounds.upper, p.pass_spec(31))
     rng = np.random.default_rng(seed)
     accountant = PrivacyAccountant(epsilon, delta)
@@ -651,7 +654,7 @@ def test_where_every_histogram_is_swamped_the_release_measures_their_pooled_shap
 def test_a_summary_with_a_pooled_histogram_round_trips_to_the_same_marginals():
     """A retry fits from the persisted summary alone: the pooled histogram, its noise and its
     columns come back, and with them every marginal."""
-    from dpsmooth_spark.mechanisms.smooth_pca import NoisySummary
+    from dpsmooth_spark.mechanisms.synthesizer import NoisySummary
 
     summary, _, _ = _pooled_release(0.1, 0)
     again = NoisySummary.from_dict(json.loads(json.dumps(summary.to_dict())))
@@ -665,7 +668,7 @@ def test_a_lattice_columns_marginal_reads_only_the_bins_that_hold_its_points():
     """A column of declared levels has its mass on the grid cells of its points, and the noise
     in a bin that holds none of them (the middle two of a 0/1 column's four) moves nothing.
     Five levels on four bins: the last bin's two points share its mass evenly."""
-    from dpsmooth_spark.core.candidates import lattice_density
+    from dpsmooth_spark.core.marginals import lattice_density
 
     clean = lattice_density(np.array([0.6, 0.0, 0.0, 0.4]), np.full(4, 0.05), 8, 2)
     noisy = lattice_density(np.array([0.6, 0.3, -0.2, 0.4]), np.full(4, 0.05), 8, 2)
@@ -686,7 +689,7 @@ def test_a_two_level_columns_rate_keeps_both_levels_and_errs_less():
     mean squared error is below the histogram's at each (measured 0.0011 / 0.0138 / 0.062
     against 0.0014 / 0.0209 / 0.083: ratios 0.76 / 0.66 / 0.75, each about 0.02 standard error;
     the bounds 0.85 / 0.8 / 0.85 sit 4-6 standard errors above them)."""
-    from dpsmooth_spark.core.candidates import histogram_density, lattice_density
+    from dpsmooth_spark.core.marginals import histogram_density, lattice_density
 
     shares, std = np.array([218.0, 54.0, 24.0, -33.0]) / 176.0, np.full(4, 35.0 / 176.0)
     assert histogram_density(shares, std, 4)[3] == 0.0
@@ -720,7 +723,7 @@ def test_library_levels_put_values_on_their_lattice_and_keep_the_relation():
     label = (a + rng.normal(size=2000) > 0).astype(float)
     age = np.clip(np.rint(40 + 10 * a), 18, 95)
     bounds = {"a": (-4.0, 4.0), "label": (0.0, 1.0), "age": (18.0, 95.0)}
-    synth = SmoothSynthesizer(1.0, bounds, random_state=1, levels={"label": 2, "age": 78}).fit(
+    synth = ArraySynthesizer(1.0, bounds, random_state=1, levels={"label": 2, "age": 78}).fit(
         {"a": a, "label": label, "age": age}
     )
     out = synth.sample()
@@ -729,20 +732,20 @@ def test_library_levels_put_values_on_their_lattice_and_keep_the_relation():
     assert 18 <= out["age"].min() and out["age"].max() <= 95
     assert np.corrcoef(out["a"], out["label"])[0, 1] > 0.3
     with pytest.raises(ValueError, match="without bounds"):
-        SmoothSynthesizer(1.0, bounds, levels={"b": 2})
+        ArraySynthesizer(1.0, bounds, levels={"b": 2})
     with pytest.raises(ValueError, match="at least 2"):
-        SmoothSynthesizer(1.0, bounds, levels={"label": 1})
+        ArraySynthesizer(1.0, bounds, levels={"label": 1})
 
 
 def test_marginals_only_release_round_trips_its_summary(rng):
     """At a small budget with no anchor, only the one-way marginals are measured (no pair term):
     the release still fits, samples, and its persisted summary reloads to the same statistics."""
-    from dpsmooth_spark.mechanisms.smooth_pca import NoisySummary
+    from dpsmooth_spark.mechanisms.synthesizer import NoisySummary
 
     names = [f"c{i}" for i in range(8)]
     table = {c: rng.uniform(0, 1, 1000) for c in names}
     bounds = {c: (0.0, 1.0) for c in names}
-    synth = SmoothSynthesizer(0.2, bounds, random_state=6).fit(table)
+    synth = ArraySynthesizer(0.2, bounds, random_state=6).fit(table)
     summary = synth.result_.summary
     assert summary.basis.size == 0 and summary.histograms is not None
     assert [c["stage"] for c in synth.accountant_.to_dict()["stages"]] == ["count", "histograms"]
@@ -768,8 +771,8 @@ def test_columns_no_measurement_relates_come_out_uncorrelated(seed):
     upper = np.triu_indices(8, 1)
     runs = {}
     for flag in (True, False):
-        synth = SmoothSynthesizer(
-            0.2, bounds, params=SmoothPCAParams(unrelated_independent=flag), random_state=seed
+        synth = ArraySynthesizer(
+            0.2, bounds, params=SynthesizerParams(unrelated_independent=flag), random_state=seed
         ).fit(table)
         assert not synth.result_.summary.covered_pairs()[upper].any()
         out = synth.sample(1000)
@@ -798,7 +801,7 @@ def test_pairs_measured_only_through_a_label_come_out_as_the_label_implies(seed)
     ``unrelated_independent`` by at most 0.002. The two strong columns' correlation (0.68-0.74,
     above the chance) stays as fitted (within 1e-3), and every column's mean and variance too.
     Seeded; all three seeds are checked, none was left out."""
-    from dpsmooth_spark.core.candidates import weighted_correlation
+    from dpsmooth_spark.core.marginals import weighted_correlation
 
     rng = np.random.default_rng(7)
     label = rng.integers(0, 2, 3000).astype(float)
@@ -813,10 +816,10 @@ def test_pairs_measured_only_through_a_label_come_out_as_the_label_implies(seed)
     runs = {}
     for flag in (True, False):
         result = (
-            SmoothSynthesizer(
+            ArraySynthesizer(
                 2.0,
                 bounds,
-                params=SmoothPCAParams(
+                params=SynthesizerParams(
                     pair_columns=("label",), pair_selection="off", unrelated_independent=flag
                 ),
                 levels={"label": 2},
@@ -856,7 +859,7 @@ def test_mean_from_pairs_reads_a_mean_off_pair_answers_where_the_partners_means_
     the truth in each of 20 seeded draws (a Gaussian estimate misses that about 0.3% of the
     time). Where all partners have one mean, the pairs cannot tell the mean from the relations:
     the estimate stays the histogram's and the pairs' variance is infinite."""
-    from dpsmooth_spark.core.candidates import mean_from_pairs
+    from dpsmooth_spark.core.marginals import mean_from_pairs
 
     partners = np.linspace(-0.9, 0.5, 61)
     for seed in range(20):
@@ -874,7 +877,7 @@ def test_tilt_to_mean_is_the_exponential_tilt_that_reaches_the_target():
     """The tilted distribution has the target mean, and ``log(q / p)`` is linear in the values
     (the KL-closest distribution with that mean); a target beyond the values' range stays
     inside it."""
-    from dpsmooth_spark.core.candidates import tilt_to_mean
+    from dpsmooth_spark.core.marginals import tilt_to_mean
 
     rng = np.random.default_rng(3)
     p = rng.dirichlet(np.ones(64))
@@ -895,8 +898,8 @@ def test_a_hubs_biased_histogram_does_not_make_the_fit_invent_relations():
     the label's mean instead). With ``hub_means`` the pairs put the mean back: at most 0.017 in
     every seed, and the fitted mean closer to the data's in every seed. Seeded; all four seeds
     are checked."""
-    from dpsmooth_spark.core.candidates import weighted_correlation
-    from dpsmooth_spark.mechanisms.smooth_pca import fit_from_summary
+    from dpsmooth_spark.core.marginals import weighted_correlation
+    from dpsmooth_spark.mechanisms.synthesizer import fit_from_summary
 
     rng = np.random.default_rng(10)
     shapes = np.linspace(0.5, 6.0, 40)
@@ -906,9 +909,9 @@ def test_a_hubs_biased_histogram_does_not_make_the_fit_invent_relations():
     true_mean = 2 * table["label"].mean() - 1
     invented = []
     for seed in range(4):
-        params = SmoothPCAParams(pair_columns=("label",), candidates=5000)
+        params = SynthesizerParams(pair_columns=("label",), candidates=5000)
         summary = (
-            SmoothSynthesizer(1.0, bounds, params=params, levels={"label": 2}, random_state=seed)
+            ArraySynthesizer(1.0, bounds, params=params, levels={"label": 2}, random_state=seed)
             .fit(table)
             .result_.summary
         )
@@ -937,9 +940,10 @@ def test_covered_pairs_are_those_a_measured_function_holds():
     """Columns 0-1 share a basis term, 1-2 a pair on spread factors (0-2 are joined through 1
     but no function holds both), 3-5 a three-way term; 6 stands alone. PSI's subspace covers
     every pair."""
-    from dpsmooth_spark.core.basis import BasisSet, PublicBounds
+    from dpsmooth_spark.core.bounds import PublicBounds
+    from dpsmooth_spark.core.chebyshev import BasisSet
     from dpsmooth_spark.core.factors import FactorPairs
-    from dpsmooth_spark.mechanisms.smooth_pca import NoisySummary
+    from dpsmooth_spark.mechanisms.synthesizer import NoisySummary
 
     indices = np.zeros((4, 7), dtype=np.int64)
     indices[0, 0] = 1  # one-way terms relate nothing
@@ -980,10 +984,10 @@ def test_the_lps_sparse_weights_move_toward_independence_too():
     largest = {}
     for flag in (True, False):
         result = (
-            SmoothSynthesizer(
+            ArraySynthesizer(
                 0.2,
                 bounds,
-                params=SmoothPCAParams(fit="lp", candidates=2000, unrelated_independent=flag),
+                params=SynthesizerParams(fit="lp", candidates=2000, unrelated_independent=flag),
                 random_state=0,
             )
             .fit(table)
@@ -997,7 +1001,7 @@ def test_the_lps_sparse_weights_move_toward_independence_too():
 def test_a_match_the_candidates_cannot_reach_keeps_the_fits_weights(monkeypatch):
     """Where matching the correlation would move the weights far (here: onto one candidate), the
     fit's weights are released instead."""
-    from dpsmooth_spark.mechanisms.smooth_pca import fit as fit_stage
+    from dpsmooth_spark.mechanisms.synthesizer import fit as fit_stage
 
     def one_point(points, weights, target):
         out = np.zeros(len(weights))
@@ -1008,17 +1012,17 @@ def test_a_match_the_candidates_cannot_reach_keeps_the_fits_weights(monkeypatch)
     table = {f"c{i}": rng.beta(2, 5, 1000) for i in range(4)}
     bounds = {c: (0.0, 1.0) for c in table}
     before = (
-        SmoothSynthesizer(
-            0.2, bounds, params=SmoothPCAParams(unrelated_independent=False), random_state=0
+        ArraySynthesizer(
+            0.2, bounds, params=SynthesizerParams(unrelated_independent=False), random_state=0
         )
         .fit(table)
         .result_.weights
     )
     assert not np.array_equal(
-        SmoothSynthesizer(0.2, bounds, random_state=0).fit(table).result_.weights, before
+        ArraySynthesizer(0.2, bounds, random_state=0).fit(table).result_.weights, before
     )
     monkeypatch.setattr(fit_stage, "match_correlation", one_point)
-    after = SmoothSynthesizer(0.2, bounds, random_state=0).fit(table).result_.weights
+    after = ArraySynthesizer(0.2, bounds, random_state=0).fit(table).result_.weights
     np.testing.assert_array_equal(after, before)
 
 
@@ -1030,10 +1034,10 @@ def test_more_pairs_than_the_candidates_carry_keep_the_fits_weights():
     bounds = {c: (0.0, 1.0) for c in table}
     for candidates, skipped in ((1000, True), (2000, False)):
         runs = [
-            SmoothSynthesizer(
+            ArraySynthesizer(
                 0.2,
                 bounds,
-                params=SmoothPCAParams(candidates=candidates, unrelated_independent=flag),
+                params=SynthesizerParams(candidates=candidates, unrelated_independent=flag),
                 random_state=0,
             )
             .fit(table)
@@ -1047,11 +1051,11 @@ def test_summary_with_factor_pairs_round_trips_to_the_same_fit(rng):
     """A release with pairs on spread factors persists them (coefficients, pairs, noisy sums,
     noise): the reloaded summary (a retry's) gives the same measurements and, with the same
     seed, the same fitted weights."""
-    from dpsmooth_spark.mechanisms.smooth_pca import NoisySummary, fit_from_summary, measurements
+    from dpsmooth_spark.mechanisms.synthesizer import NoisySummary, fit_from_summary, measurements
 
     table, bounds = correlated_table(rng, n=5000)
-    synth = SmoothSynthesizer(
-        5.0, bounds, params=SmoothPCAParams(candidates=2000), random_state=3
+    synth = ArraySynthesizer(
+        5.0, bounds, params=SynthesizerParams(candidates=2000), random_state=3
     ).fit(table)
     summary = synth.result_.summary
     assert summary.factor_pairs is not None and summary.factor_pairs.size == 3
@@ -1060,7 +1064,7 @@ def test_summary_with_factor_pairs_round_trips_to_the_same_fit(rng):
     for m, n in zip(measurements(summary), measurements(again), strict=True):
         assert m.name == n.name
         np.testing.assert_array_equal(m.values, n.values)
-    params = SmoothPCAParams(candidates=2000)
+    params = SynthesizerParams(candidates=2000)
     first = fit_from_summary(summary, params, np.random.default_rng(9))
     second = fit_from_summary(again, params, np.random.default_rng(9))
     np.testing.assert_array_equal(first.weights, second.weights)
@@ -1071,11 +1075,11 @@ def test_summary_with_declared_levels_round_trips_to_the_same_fit():
     that a retry, which fits from the reloaded summary alone, reads the label's marginal off the
     same histogram cells, keeps its candidates on the levels and, with the same seed, fits the
     same weights."""
-    from dpsmooth_spark.mechanisms.smooth_pca import NoisySummary, fit_from_summary
+    from dpsmooth_spark.mechanisms.synthesizer import NoisySummary, fit_from_summary
 
     columns, bounds = _label_of_one_column(2000, 4, 5)
-    params = SmoothPCAParams(pair_columns=("y",), candidates=2000)
-    synth = SmoothSynthesizer(1.0, bounds, params=params, levels={"y": 2}, random_state=3).fit(
+    params = SynthesizerParams(pair_columns=("y",), candidates=2000)
+    synth = ArraySynthesizer(1.0, bounds, params=params, levels={"y": 2}, random_state=3).fit(
         columns
     )
     summary = synth.result_.summary
@@ -1092,12 +1096,12 @@ def test_pairs_on_spread_factors_share_their_hub_columns_group(rng):
     """The fit's stopping rule weighs a hub column's pair terms as one group: the first-order
     pairs on spread factors join the group of the Chebyshev pair terms on the same columns (as
     T_1 T_1 did), and every other group keeps labels of its own."""
-    from dpsmooth_spark.mechanisms.smooth_pca import measurements
-    from dpsmooth_spark.mechanisms.smooth_pca.fit import _global_groups
+    from dpsmooth_spark.mechanisms.synthesizer import measurements
+    from dpsmooth_spark.mechanisms.synthesizer.fit import _global_groups
 
     table, bounds = correlated_table(rng, n=20_000)
-    synth = SmoothSynthesizer(
-        50.0, bounds, params=SmoothPCAParams(candidates=2000), random_state=3
+    synth = ArraySynthesizer(
+        50.0, bounds, params=SynthesizerParams(candidates=2000), random_state=3
     ).fit(table)
     found = measurements(synth.result_.summary)
     names = [m.name for m in found]
@@ -1133,7 +1137,7 @@ def test_a_million_rows_fit_without_solver_trouble():
     cov = 0.16 * (0.5 * np.ones((d, d)) + 0.5 * np.eye(d))
     x = np.clip(rng.multivariate_normal(np.zeros(d), cov, n), -1, 1)
     bounds = {f"c{i}": (-1.0, 1.0) for i in range(d)}
-    synth = SmoothSynthesizer(1.0, bounds, params=SmoothPCAParams(fit="lp"), random_state=1).fit(
+    synth = ArraySynthesizer(1.0, bounds, params=SynthesizerParams(fit="lp"), random_state=1).fit(
         {f"c{i}": x[:, i] for i in range(d)}
     )
     assert synth.result_.reference_objective >= 0 and synth.result_.weights.sum() == pytest.approx(
@@ -1192,8 +1196,8 @@ def test_spread_factors_keep_the_relations_of_narrow_columns(
         errors[name] = []
         for seed in range(3):
             result = (
-                SmoothSynthesizer(
-                    epsilon, bounds, params=SmoothPCAParams(**params), random_state=seed
+                ArraySynthesizer(
+                    epsilon, bounds, params=SynthesizerParams(**params), random_state=seed
                 )
                 .fit(data)
                 .result_
@@ -1228,8 +1232,8 @@ def test_the_data_pass_reaches_the_spread_factors_degree_within_its_design_budge
     ``1 + d g`` stays within 192 design columns (191 // d by hand: 17 at 11 columns, 13 at 14, 6
     at 31, 3 at 62), never below the basis's own degree (3 for ``auto``, ``degree`` when fixed);
     the Chebyshev pair terms need only the basis's; an explicit degree is taken as given."""
-    assert SmoothPCAParams(**params).data_pass_degree(d) == degree
-    assert SmoothPCAParams(**params).pass_spec(d).degree == degree
+    assert SynthesizerParams(**params).data_pass_degree(d) == degree
+    assert SynthesizerParams(**params).pass_spec(d).degree == degree
 
 
 def test_max_entropy_correlation_is_the_graphical_model_of_the_measured_pairs():
@@ -1238,7 +1242,7 @@ def test_max_entropy_correlation_is_the_graphical_model_of_the_measured_pairs():
     (Dempster 1972): given those entries alone, ``max_entropy_correlation`` returns the whole
     matrix, built here by inverting the precision (no code under test), to 1e-6; and a star
     around one column (a label) gets ``r_iL r_jL`` between the others."""
-    from dpsmooth_spark.core.candidates import correlation_from_covariance, max_entropy_correlation
+    from dpsmooth_spark.core.marginals import correlation_from_covariance, max_entropy_correlation
 
     d = 8
     edges = [(i, i + 1) for i in range(d - 1)] + [(0, 4), (2, 7)]
@@ -1273,10 +1277,10 @@ def test_anchor_pairs_alone_keep_the_labels_relations_and_what_they_imply():
     x = 2.0 * y[:, None] + rng.normal(0.0, 0.6, (n, k))
     columns = {f"x{j}": x[:, j] for j in range(k)} | {"y": y}
     bounds = {f"x{j}": (-10.0, 10.0) for j in range(k)} | {"y": (0.0, 1.0)}
-    synth = SmoothSynthesizer(
+    synth = ArraySynthesizer(
         10.0,
         bounds,
-        params=SmoothPCAParams(pair_columns=("y",), pair_selection="off"),
+        params=SynthesizerParams(pair_columns=("y",), pair_selection="off"),
         levels={"y": 2},
         random_state=0,
     )
@@ -1322,10 +1326,10 @@ def test_pair_selection_finds_a_relation_the_anchors_do_not_carry(seed):
     names = list(bounds)
     found = {}
     for mode in ("on", "off"):
-        synth = SmoothSynthesizer(
+        synth = ArraySynthesizer(
             0.1,
             bounds,
-            params=SmoothPCAParams(
+            params=SynthesizerParams(
                 pair_columns=("y",), pair_selection=mode, selection_fraction=0.5
             ),
             levels={"y": 2},
@@ -1357,10 +1361,10 @@ def test_pair_selection_leaves_out_pairs_its_measurement_cannot_resolve(seed):
     columns["r"] = np.where(rng.random(20_000) < 0.01, columns["x3"], -1.0)
     bounds["r"] = (-1.0, 1.0)
     names = list(bounds)
-    synth = SmoothSynthesizer(
+    synth = ArraySynthesizer(
         0.1,
         bounds,
-        params=SmoothPCAParams(pair_columns=("y",), pair_selection="on", selection_fraction=0.5),
+        params=SynthesizerParams(pair_columns=("y",), pair_selection="on", selection_fraction=0.5),
         levels={"y": 2},
         random_state=seed,
     ).fit(columns)
@@ -1376,14 +1380,14 @@ def test_pair_selection_with_no_resolvable_pair_picks_and_spends_nothing(monkeyp
     """With no unmeasured pair resolvable (the limit set to 0), the selection picks none and
     measures none: the anchor pairs stay the only pairs, no selection is charged, the release
     completes, and the selection's and measurement's shares stay unspent."""
-    from dpsmooth_spark.mechanisms.smooth_pca import measure
+    from dpsmooth_spark.mechanisms.synthesizer import measure
 
     monkeypatch.setattr(measure, "RESOLVABLE_STD", 0.0)
     columns, bounds = _pair_table(20_000, 7)
-    synth = SmoothSynthesizer(
+    synth = ArraySynthesizer(
         0.1,
         bounds,
-        params=SmoothPCAParams(pair_columns=("y",), pair_selection="on", selection_fraction=0.5),
+        params=SynthesizerParams(pair_columns=("y",), pair_selection="on", selection_fraction=0.5),
         levels={"y": 2},
         random_state=0,
     ).fit(columns)
@@ -1408,8 +1412,8 @@ def test_james_stein_targets_keep_clear_relations_that_the_ball_weakens():
         real = np.corrcoef(np.column_stack([table[k] for k in "abc"]).T)
         errors = {}
         for shrinkage in ("james_stein", "ball"):
-            params = SmoothPCAParams(candidates=3000, group_shrinkage=shrinkage)
-            synth = SmoothSynthesizer(0.5, bounds, params=params, random_state=seed).fit(table)
+            params = SynthesizerParams(candidates=3000, group_shrinkage=shrinkage)
+            synth = ArraySynthesizer(0.5, bounds, params=params, random_state=seed).fit(table)
             corr = fitted_correlation(synth.result_)
             errors[shrinkage] = np.abs(corr - real)[[0, 1], [1, 2]]
             assert abs(corr[0, 2]) < 0.1

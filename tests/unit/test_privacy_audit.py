@@ -17,8 +17,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from dpsmooth_spark.core.basis import PublicBounds, coarsen_histograms, partial_sums
-from dpsmooth_spark.mechanisms.smooth_pca import SmoothPCAParams, release_summary
+from dpsmooth_spark.core.bounds import PublicBounds
+from dpsmooth_spark.core.chebyshev import coarsen_histograms
+from dpsmooth_spark.core.kernel import partial_sums
+from dpsmooth_spark.mechanisms.synthesizer import SynthesizerParams, release_summary
 from dpsmooth_spark.privacy.accountant import PrivacyAccountant
 from dpsmooth_spark.privacy.audit import beyond_both, clopper_pearson, epsilon_lower_bound
 from dpsmooth_spark.privacy.noise import NoiseSource
@@ -26,7 +28,7 @@ from dpsmooth_spark.privacy.noise import NoiseSource
 RUNS = 12_000
 ALPHA = 1e-3
 BOUNDS = PublicBounds.from_mapping({"a": (-1.0, 1.0), "b": (-1.0, 1.0)})
-PARAMS = SmoothPCAParams(
+PARAMS = SynthesizerParams(
     basis="marginal",
     degree=1,
     candidate_strategy="psi",
@@ -142,7 +144,7 @@ def test_direction_spread_audit():
     """The directions stage (privacy.md 4b) with epsilon = 1 on a fixed direction (in a release
     its input is PSI's DP output): the added corner record adds ``T_2(v . corner) = 1`` to the
     sum, attaining the L1 sensitivity."""
-    from dpsmooth_spark.core.basis import ProjectionBasis
+    from dpsmooth_spark.core.chebyshev import ProjectionBasis
     from dpsmooth_spark.mechanisms.stages import release_basis_sums
 
     directions = ProjectionBasis.from_vectors(np.array([[1.0], [1.0]]))
@@ -178,8 +180,8 @@ def test_factor_pair_audit():
     a release."""
     from numpy.polynomial import chebyshev
 
-    from dpsmooth_spark.core.basis import PassSpec
     from dpsmooth_spark.core.factors import FactorPairs, spread_factors
+    from dpsmooth_spark.core.kernel import PassSpec
     from dpsmooth_spark.mechanisms.stages import release_basis_sums
 
     degree = 16
@@ -220,7 +222,7 @@ def test_bernstein_lattice_audit():
     """KDE lattice values with epsilon_lattice = 1: k = 1 and a bandwidth of 10 ranges, so the added
     record (at the centre) moves both lattice sums by 0.999 sup K: the L1 sensitivity is
     attained."""
-    from dpsmooth_spark.mechanisms.bernstein import (
+    from dpsmooth_spark.mechanisms.bernstein_release import (
         BernsteinParams,
         kde_bandwidths,
         kde_sums,
@@ -391,7 +393,7 @@ def test_pooled_histogram_audit():
     release runs it (``pooled_histogram: on``): on 3 columns the added corner record puts its 3
     values in the last cell, moving the pooled count there by 3, the L1 sensitivity ``m``."""
     bounds = PublicBounds.from_mapping({c: (-1.0, 1.0) for c in "abc"})
-    params = SmoothPCAParams(
+    params = SynthesizerParams(
         basis="marginal",
         degree=1,
         candidate_strategy="moments",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from dpsmooth_spark.core.sampling import sample_records
-from dpsmooth_spark.mechanisms.smooth_pca.fit import SynthesisResult
+from dpsmooth_spark.mechanisms.synthesizer.fit import SynthesisResult
 
 
 def sample_scaled(

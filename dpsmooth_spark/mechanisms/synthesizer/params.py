@@ -8,12 +8,13 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from dpsmooth_spark.core.basis import BasisSet, PassSpec
+from dpsmooth_spark.core.chebyshev import BasisSet
+from dpsmooth_spark.core.kernel import PassSpec
 from dpsmooth_spark.privacy import sensitivity
 from dpsmooth_spark.privacy.accountant import PrivacyAccountant
 
 
-class SmoothPCAParams(BaseModel):
+class SynthesizerParams(BaseModel):
     """Parameters of the synthesize job: what it measures, how it fits, how it samples
     (docs/mechanisms.md says why each default is what it is)."""
 
@@ -293,7 +294,7 @@ them (docs/decisions/0003)."""
 
 
 def pickable_anchor_pairs(
-    params: SmoothPCAParams,
+    params: SynthesizerParams,
     anchor_pairs: int,
     noisy_count: float,
     accountant: PrivacyAccountant,
@@ -345,7 +346,7 @@ def missing_pairs(basis: BasisSet) -> int:
 
 
 def selectable_pairs(
-    params: SmoothPCAParams,
+    params: SynthesizerParams,
     basis: BasisSet,
     noisy_count: float,
     accountant: PrivacyAccountant,
@@ -382,7 +383,7 @@ def affordable_functions(
 
 
 def choose_basis(
-    params: SmoothPCAParams,
+    params: SynthesizerParams,
     d: int,
     noisy_count: float,
     accountant: PrivacyAccountant,

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpsmooth_spark.core.basis import HistogramBasis, chebyshev_table
-from dpsmooth_spark.core.candidates import (
+from dpsmooth_spark.core.chebyshev import HistogramBasis, chebyshev_table
+from dpsmooth_spark.core.marginals import (
     GridMarginals,
     correlation_from_covariance,
     marginal_candidates,
@@ -21,8 +21,8 @@ from dpsmooth_spark.core.candidates import (
 )
 from dpsmooth_spark.core.maxent import fit_within_noise
 from dpsmooth_spark.core.sampling import snap_to_lattice
-from dpsmooth_spark.mechanisms.smooth_pca.params import SmoothPCAParams
-from dpsmooth_spark.mechanisms.smooth_pca.summary import VARIANCE_FLOOR, NoisySummary
+from dpsmooth_spark.mechanisms.synthesizer.params import SynthesizerParams
+from dpsmooth_spark.mechanisms.synthesizer.summary import VARIANCE_FLOOR, NoisySummary
 
 CORRELATION_FLOOR = 1e-3
 """Smallest eigenvalue of the proposal correlation (keeps the copula density finite)."""
@@ -35,7 +35,7 @@ class Candidates:
     Attributes:
         points: ``(C, d)`` candidates in [-1, 1]^d.
         log_prior: ``(C,)`` log weights of the independent-columns prior over them, as
-            :func:`core.candidates.marginal_candidates` returns them (``-log q``, unnormalised;
+            :func:`core.marginals.marginal_candidates` returns them (``-log q``, unnormalised;
             :meth:`start_weights` reads the copula's share from them).
         marginals: the private one-way marginals they were drawn from.
         copula_share: share of them drawn from the private-correlation copula (0: none).
@@ -63,7 +63,7 @@ class Candidates:
         return weights / weights.sum()
 
 
-def marginal_priors(summary: NoisySummary, params: SmoothPCAParams) -> GridMarginals:
+def marginal_priors(summary: NoisySummary, params: SynthesizerParams) -> GridMarginals:
     """Per column, a density on a grid of cells from the column's noisy histogram (and
     ``T_r(x_i)`` answers, if measured). With ``marginal_tolerance: null`` (the default) a
     histogram alone is denoised by :meth:`NoisySummary.marginal_density`: a clear histogram
@@ -117,7 +117,7 @@ partners' means (docs/decisions/0005)."""
 def hub_marginals(summary: NoisySummary, marginals: GridMarginals) -> GridMarginals:
     """``marginals`` with the prior of each hub column (one in :data:`HUB_MIN_PAIRS` or more pairs
     on spread factors, not nullable) tilted to the mean of its factor that its pair answers and
-    histogram imply together (:func:`core.candidates.mean_from_pairs`), where the pairs know it
+    histogram imply together (:func:`core.marginals.mean_from_pairs`), where the pairs know it
     much better than the histogram (:data:`HUB_PAIRS_PRECISION`); a lattice column's factor is
     read at its levels (``summary.levels``). Post-processing only.
 
@@ -195,7 +195,7 @@ def private_correlation(summary: NoisySummary) -> np.ndarray | None:
 
 
 def make_candidates(
-    summary: NoisySummary, params: SmoothPCAParams, rng: np.random.Generator
+    summary: NoisySummary, params: SynthesizerParams, rng: np.random.Generator
 ) -> Candidates:
     """``params.candidates`` points from the private marginals (and copula), with their prior;
     columns with ``summary.levels`` ``L > 0`` are snapped to the nearest of their ``L`` points."""

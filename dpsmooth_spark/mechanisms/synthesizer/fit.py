@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dpsmooth_spark.core.basis import HistogramBasis
-from dpsmooth_spark.core.candidates import max_entropy_correlation, weighted_correlation
+from dpsmooth_spark.core.chebyshev import HistogramBasis
 from dpsmooth_spark.core.function_values import FunctionValues
 from dpsmooth_spark.core.lp import solve_l1_fit
+from dpsmooth_spark.core.marginals import max_entropy_correlation, weighted_correlation
 from dpsmooth_spark.core.maxent import (
     effective_support,
     fit_within_noise,
@@ -34,9 +34,9 @@ from dpsmooth_spark.core.maxent import (
     kl_divergence,
     match_correlation,
 )
-from dpsmooth_spark.mechanisms.smooth_pca.candidates import Candidates, make_candidates
-from dpsmooth_spark.mechanisms.smooth_pca.params import SmoothPCAParams
-from dpsmooth_spark.mechanisms.smooth_pca.summary import Measurement, NoisySummary, measurements
+from dpsmooth_spark.mechanisms.synthesizer.candidates import Candidates, make_candidates
+from dpsmooth_spark.mechanisms.synthesizer.params import SynthesizerParams
+from dpsmooth_spark.mechanisms.synthesizer.summary import Measurement, NoisySummary, measurements
 
 JOINT_MARGINAL_TOLERANCE = 0.1
 """Chi-square per answer the joint fit may leave on a one-way marginal: it keeps the marginals
@@ -86,7 +86,7 @@ def fit_weights(
     groups: np.ndarray,
     tolerance: np.ndarray,
     support: Candidates,
-    params: SmoothPCAParams,
+    params: SynthesizerParams,
     timings: dict[str, float] | None = None,
     bound: np.ndarray | None = None,
     shrunk: np.ndarray | None = None,
@@ -221,7 +221,7 @@ def completed_where_unmeasured(
     """The weights closest in KL to ``weights`` under which every two columns that no measured
     function covers (:meth:`NoisySummary.covered_pairs`) have the correlation the measured
     pairs imply, where that is small: the correlation of most entropy that holds the fitted
-    correlations of the covered pairs (:func:`core.candidates.max_entropy_correlation`; 0
+    correlations of the covered pairs (:func:`core.marginals.max_entropy_correlation`; 0
     between columns no chain of measurements joins, ``r_iL r_jL`` between two columns measured
     only with a 0/1 label ``L``), wherever it is below :data:`CHANCE_DEVIATIONS` of the
     candidates' chance correlation. Each column keeps its mean and variance and every other
@@ -258,7 +258,7 @@ def completed_where_unmeasured(
 
 
 def fit_from_summary(
-    summary: NoisySummary, params: SmoothPCAParams, rng: np.random.Generator
+    summary: NoisySummary, params: SynthesizerParams, rng: np.random.Generator
 ) -> SynthesisResult:
     """Candidates, then the fit, then the sampling neighbourhood.
 

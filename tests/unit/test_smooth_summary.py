@@ -17,7 +17,8 @@ from dpsmooth_spark.core.approximation import (
     jackson_normaliser_closed_form,
     query_coefficients,
 )
-from dpsmooth_spark.core.basis import PassSpec, PublicBounds, partial_sums
+from dpsmooth_spark.core.bounds import PublicBounds
+from dpsmooth_spark.core.kernel import PassSpec, partial_sums
 from dpsmooth_spark.mechanisms.smooth_summary import (
     SmoothSummary,
     SummaryParams,

@@ -24,27 +24,12 @@ import math
 
 import numpy as np
 
-from dpsmooth_spark.core.basis import (
-    BasisSet,
-    ExactSums,
-    ProjectionBasis,
-    PublicBounds,
-    coarsen_histograms,
-)
-from dpsmooth_spark.core.candidates import SHARED_SHAPE_MIN_COLUMNS, largest_shrinkage_factor
+from dpsmooth_spark.core.bounds import PublicBounds
+from dpsmooth_spark.core.chebyshev import BasisSet, ProjectionBasis, coarsen_histograms
 from dpsmooth_spark.core.factors import FactorPairs, copula_answers, copula_noise, spread_factors
+from dpsmooth_spark.core.kernel import ExactSums
+from dpsmooth_spark.core.marginals import SHARED_SHAPE_MIN_COLUMNS, largest_shrinkage_factor
 from dpsmooth_spark.core.subspace import SubspaceEstimate, private_subspace_iteration
-from dpsmooth_spark.mechanisms.smooth_pca.params import (
-    ANCHOR_PICK_SELECTION,
-    SmoothPCAParams,
-    choose_basis,
-    first_pairs,
-    missing_pairs,
-    per_function_noise,
-    pickable_anchor_pairs,
-    selectable_pairs,
-)
-from dpsmooth_spark.mechanisms.smooth_pca.summary import NoisySummary
 from dpsmooth_spark.mechanisms.stages import (
     add_noise,
     noise_std,
@@ -54,6 +39,17 @@ from dpsmooth_spark.mechanisms.stages import (
     release_pooled_histogram,
     select_top_k,
 )
+from dpsmooth_spark.mechanisms.synthesizer.params import (
+    ANCHOR_PICK_SELECTION,
+    SynthesizerParams,
+    choose_basis,
+    first_pairs,
+    missing_pairs,
+    per_function_noise,
+    pickable_anchor_pairs,
+    selectable_pairs,
+)
+from dpsmooth_spark.mechanisms.synthesizer.summary import NoisySummary
 from dpsmooth_spark.privacy import sensitivity
 from dpsmooth_spark.privacy.accountant import PrivacyAccountant
 from dpsmooth_spark.privacy.noise import NoiseSource
@@ -71,7 +67,7 @@ def all_pairs_of(basis: BasisSet) -> bool:
 def release_summary(
     sums: ExactSums,
     bounds: PublicBounds,
-    params: SmoothPCAParams,
+    params: SynthesizerParams,
     accountant: PrivacyAccountant,
     noise: NoiseSource,
     rng: np.random.Generator,
@@ -233,7 +229,7 @@ one that resolves a correlation of 0.4 at two deviations (docs/decisions/0003)."
 def _measure_selected_pairs(
     sums: ExactSums,
     summary: NoisySummary,
-    params: SmoothPCAParams,
+    params: SynthesizerParams,
     k: int,
     select_budget: float,
     measure_budget: float,
@@ -329,7 +325,7 @@ def _measure_selected_pairs(
 
 
 def _split_factor_pairs(
-    basis: BasisSet, summary: NoisySummary, params: SmoothPCAParams, degree: int, noise: float
+    basis: BasisSet, summary: NoisySummary, params: SynthesizerParams, degree: int, noise: float
 ) -> tuple[BasisSet, FactorPairs | None]:
     """With ``pair_factors: spread``, the basis less its ``T_1(x_i) T_1(x_j)`` terms, and those
     pairs on the spread factors of the noisy histograms (post-processing of the released
@@ -388,7 +384,7 @@ def pooled_count(
 def _release_marginals(
     sums: ExactSums,
     bounds: PublicBounds,
-    params: SmoothPCAParams,
+    params: SynthesizerParams,
     accountant: PrivacyAccountant,
     noise: NoiseSource,
     noisy_count: float,
@@ -441,7 +437,7 @@ def _release_marginals(
 
 
 def pools_histograms(
-    params: SmoothPCAParams,
+    params: SynthesizerParams,
     accountant: PrivacyAccountant,
     noisy_count: float,
     budget: float,
@@ -451,7 +447,7 @@ def pools_histograms(
 ) -> bool:
     """Whether the marginals' ``budget`` measures the pooled histogram of the ``continuous``
     columns too (``params.pooled_histogram``; public values only): under pure epsilon-DP, with
-    at least :data:`core.candidates.SHARED_SHAPE_MIN_COLUMNS` continuous columns, where even
+    at least :data:`core.marginals.SHARED_SHAPE_MIN_COLUMNS` continuous columns, where even
     the histogram farthest from uniform would keep little of its shape at the noise of the whole
     ``budget`` (its James-Stein factor bound below :data:`POOL_FACTOR`, ``bins`` cells).
 
@@ -496,13 +492,13 @@ def histogram_bins(
     return max(bins, 1)
 
 
-def _psi_sensitivity(params: SmoothPCAParams, d: int, accountant: PrivacyAccountant) -> float:
+def _psi_sensitivity(params: SynthesizerParams, d: int, accountant: PrivacyAccountant) -> float:
     k = min(params.pca_dim or 2, d)
     return sensitivity.psi_product_l1(d, k) if accountant.pure else sensitivity.psi_product_l2(d)
 
 
 def _psi_affordable(
-    params: SmoothPCAParams, d: int, noisy_count: float, accountant: PrivacyAccountant
+    params: SynthesizerParams, d: int, noisy_count: float, accountant: PrivacyAccountant
 ) -> bool:
     """Whether PSI's per-entry noise, normalised by the noisy count, is below PSI_NOISE_TARGET."""
     scale = accountant.noise_scale(
@@ -516,7 +512,7 @@ def _psi_affordable(
 def _run_psi(
     sums: ExactSums,
     summary: NoisySummary,
-    params: SmoothPCAParams,
+    params: SynthesizerParams,
     accountant: PrivacyAccountant,
     noise: NoiseSource,
     rng: np.random.Generator,

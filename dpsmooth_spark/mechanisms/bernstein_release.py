@@ -3,7 +3,7 @@ Differential Privacy", AAAI 2017, Algorithm 1).
 
 Releases a function ``F_D: Y -> R`` of the data, ``Y`` the box of the chosen columns: noisy
 evaluations on the lattice ``{0, 1/k, ..., 1}^l`` (scaled to the box), evaluated anywhere through
-the iterated Bernstein polynomial of order ``h`` (:mod:`dpsmooth_spark.core.bernstein`). The
+the iterated Bernstein polynomial of order ``h`` (:mod:`dpsmooth_spark.core.bernstein_basis`). The
 order ``h`` only enters evaluation, so one release serves every ``h``.
 
 Functions (``F_D`` and its sensitivity ``S(F)`` per lattice point, add/remove-one neighbours;
@@ -36,7 +36,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from scipy.optimize import minimize
 
-from dpsmooth_spark.core import bernstein
+from dpsmooth_spark.core import bernstein_basis as bernstein
 from dpsmooth_spark.mechanisms.stages import release_count
 from dpsmooth_spark.privacy.accountant import PrivacyAccountant, epsilon_for
 from dpsmooth_spark.privacy.noise import NoiseSource

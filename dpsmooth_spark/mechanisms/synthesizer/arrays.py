@@ -1,4 +1,4 @@
-"""The library entry point: ``SmoothSynthesizer(epsilon, bounds).fit(table).sample(rows)``.
+"""The library entry point: ``ArraySynthesizer(epsilon, bounds).fit(table).sample(rows)``.
 
 It runs the same stages as the synthesize job (measure, candidates, fit, sample) on an in-memory
 table; the job computes the exact sums with Spark instead.
@@ -11,11 +11,12 @@ from typing import Any
 
 import numpy as np
 
-from dpsmooth_spark.core.basis import ExactSums, PublicBounds, partial_sums
-from dpsmooth_spark.mechanisms.smooth_pca.fit import SynthesisResult, fit_from_summary
-from dpsmooth_spark.mechanisms.smooth_pca.measure import release_summary
-from dpsmooth_spark.mechanisms.smooth_pca.params import SmoothPCAParams
-from dpsmooth_spark.mechanisms.smooth_pca.sample import sample_scaled
+from dpsmooth_spark.core.bounds import PublicBounds
+from dpsmooth_spark.core.kernel import ExactSums, partial_sums
+from dpsmooth_spark.mechanisms.synthesizer.fit import SynthesisResult, fit_from_summary
+from dpsmooth_spark.mechanisms.synthesizer.measure import release_summary
+from dpsmooth_spark.mechanisms.synthesizer.params import SynthesizerParams
+from dpsmooth_spark.mechanisms.synthesizer.sample import sample_scaled
 from dpsmooth_spark.privacy.accountant import PrivacyAccountant
 from dpsmooth_spark.privacy.noise import NoiseSource
 
@@ -23,7 +24,7 @@ from dpsmooth_spark.privacy.noise import NoiseSource
 def fit_from_sums(
     sums: ExactSums,
     bounds: PublicBounds,
-    params: SmoothPCAParams,
+    params: SynthesizerParams,
     accountant: PrivacyAccountant,
     noise: NoiseSource,
     rng: np.random.Generator,
@@ -39,10 +40,10 @@ def fit_from_sums(
     return result
 
 
-class SmoothSynthesizer:
+class ArraySynthesizer:
     """Library entry point with scikit-learn conventions.
 
-    ``SmoothSynthesizer(epsilon=1.0, bounds={"x": (0, 10)}).fit(df).sample(10_000)``
+    ``ArraySynthesizer(epsilon=1.0, bounds={"x": (0, 10)}).fit(df).sample(10_000)``
 
     Args:
         epsilon: privacy budget (> 0).
@@ -61,7 +62,7 @@ class SmoothSynthesizer:
         epsilon: float,
         bounds: dict[str, tuple[float, float]],
         delta: float = 0.0,
-        params: SmoothPCAParams | None = None,
+        params: SynthesizerParams | None = None,
         random_state: int | None = None,
         levels: dict[str, int] | None = None,
     ) -> None:
@@ -69,7 +70,7 @@ class SmoothSynthesizer:
         self.bounds = bounds
         self.public_bounds = PublicBounds.from_mapping(bounds)
         self.delta = delta
-        self.params = params or SmoothPCAParams()
+        self.params = params or SynthesizerParams()
         self.random_state = random_state
         unknown = set(levels or {}) - set(self.public_bounds.columns)
         if unknown:
@@ -81,14 +82,14 @@ class SmoothSynthesizer:
     def _rng(self) -> np.random.Generator:
         return np.random.default_rng(self.random_state)
 
-    def fit(self, table: Any) -> SmoothSynthesizer:
+    def fit(self, table: Any) -> ArraySynthesizer:
         """Fit on a pandas DataFrame, pyarrow Table or mapping of column arrays (in memory)."""
         domain = self.public_bounds
         data = np.column_stack([_column(table, c) for c in domain.columns])
         sums = partial_sums([data], domain.lower, domain.upper, self.params.pass_spec(domain.d))
         return self.fit_sums(sums)
 
-    def fit_sums(self, sums: ExactSums) -> SmoothSynthesizer:
+    def fit_sums(self, sums: ExactSums) -> ArraySynthesizer:
         """Fit from exact sums computed elsewhere (e.g. the Spark data pass)."""
         rng = self._rng()
         noise = NoiseSource(rng if self.random_state is not None else None)

@@ -12,14 +12,19 @@ from typing import Any, Literal
 
 import numpy as np
 
-from dpsmooth_spark.core.basis import (
+from dpsmooth_spark.core.bounds import PublicBounds
+from dpsmooth_spark.core.chebyshev import (
     BasisSet,
     HistogramBasis,
     ProjectionBasis,
-    PublicBounds,
     coarsen_histograms,
 )
-from dpsmooth_spark.core.candidates import (
+from dpsmooth_spark.core.factors import (
+    FactorPairs,
+    copula_correlations,
+    copula_correlations_and_noise,
+)
+from dpsmooth_spark.core.marginals import (
     clear_shape,
     histogram_density,
     lattice_density,
@@ -27,13 +32,8 @@ from dpsmooth_spark.core.candidates import (
     nearest_psd,
     shared_shape,
 )
-from dpsmooth_spark.core.factors import (
-    FactorPairs,
-    copula_correlations,
-    copula_correlations_and_noise,
-)
 from dpsmooth_spark.core.subspace import SubspaceEstimate
-from dpsmooth_spark.mechanisms.smooth_pca.params import first_pairs
+from dpsmooth_spark.mechanisms.synthesizer.params import first_pairs
 
 JOINT_ROWS = 512
 """Histogram cells (all columns together) that the joint fit keeps in place: each column's
@@ -211,7 +211,7 @@ class NoisySummary:
     def completed_correlation(self) -> np.ndarray | None:
         """The correlation of most entropy that holds the measured pairs' correlations, each
         shrunk by its noise near independence (``rho (1 - std^2 / rho^2)``, 0 within one
-        deviation; :func:`core.candidates.max_entropy_correlation`): the pairs not measured get
+        deviation; :func:`core.marginals.max_entropy_correlation`): the pairs not measured get
         what the measured ones carry, e.g. ``r_iL r_jL`` through a label, as the maximum-entropy
         fit does. Unshrunk, a noisy label pair would carry its noise into every product
         ``r_iL r_jL``. ``None`` when no pair is measured."""
@@ -265,10 +265,10 @@ class NoisySummary:
 
     def marginal_density(self, column: int, cells: int) -> np.ndarray:
         """Column ``column``'s noisy histogram made a distribution on ``cells`` grid cells:
-        :func:`core.candidates.lattice_density` on a column of declared levels, else
-        :func:`core.candidates.histogram_density`, a histogram its noise swamps shrunk towards
+        :func:`core.marginals.lattice_density` on a column of declared levels, else
+        :func:`core.marginals.histogram_density`, a histogram its noise swamps shrunk towards
         the shape the continuous columns share where it is clear: the pooled histogram where
-        one was measured, else the other columns' mean (:func:`core.candidates.shared_shape`)."""
+        one was measured, else the other columns' mean (:func:`core.marginals.shared_shape`)."""
         n = max(self.noisy_count, 1.0)
         histograms = self._histograms()
         bins = histograms.shape[1]

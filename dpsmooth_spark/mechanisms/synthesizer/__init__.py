@@ -14,18 +14,18 @@ Its stages, one module each, every one a pure function over numpy with the accou
 :mod:`.synthesizer` wires them for in-memory tables; ``pipeline.synthesize`` for Spark.
 """
 
-from dpsmooth_spark.mechanisms.smooth_pca.fit import SynthesisResult, fit_from_summary
-from dpsmooth_spark.mechanisms.smooth_pca.measure import release_summary
-from dpsmooth_spark.mechanisms.smooth_pca.params import SmoothPCAParams, choose_basis
-from dpsmooth_spark.mechanisms.smooth_pca.sample import sample_scaled
-from dpsmooth_spark.mechanisms.smooth_pca.summary import Measurement, NoisySummary, measurements
-from dpsmooth_spark.mechanisms.smooth_pca.synthesizer import SmoothSynthesizer, fit_from_sums
+from dpsmooth_spark.mechanisms.synthesizer.arrays import ArraySynthesizer, fit_from_sums
+from dpsmooth_spark.mechanisms.synthesizer.fit import SynthesisResult, fit_from_summary
+from dpsmooth_spark.mechanisms.synthesizer.measure import release_summary
+from dpsmooth_spark.mechanisms.synthesizer.params import SynthesizerParams, choose_basis
+from dpsmooth_spark.mechanisms.synthesizer.sample import sample_scaled
+from dpsmooth_spark.mechanisms.synthesizer.summary import Measurement, NoisySummary, measurements
 
 __all__ = [
     "Measurement",
     "NoisySummary",
-    "SmoothPCAParams",
-    "SmoothSynthesizer",
+    "SynthesizerParams",
+    "ArraySynthesizer",
     "SynthesisResult",
     "choose_basis",
     "fit_from_summary",
