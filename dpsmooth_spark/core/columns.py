@@ -280,3 +280,49 @@ def _seconds(value: dt.date) -> float:
     if value.tzinfo is None:
         value = value.replace(tzinfo=dt.UTC)
     return value.timestamp()
+
+
+def table_codec(columns: list[Any], schema: pa.Schema, csv: bool = False) -> TableCodec:
+    """The codec of the configured columns (``ColumnConfig``) given the input's schema; a CSV
+    input's text columns take the declared kind's type.
+
+    Raises:
+        ColumnTypeError: a configured column is missing, or its type does not fit its
+            declaration (the message names the column).
+    """
+    missing = [c.name for c in columns if c.name not in schema.names]
+    if missing:
+        raise ColumnTypeError(
+            f"columns not found in input: {missing}; the table has {sorted(schema.names)}"
+        )
+    codecs = []
+    for c in columns:
+        field = schema.field(c.name)
+        arrow_type = _declared_type(c) if csv else field.type
+        codecs.append(
+            column_codec(
+                c.name,
+                arrow_type,
+                field.nullable,
+                c.lower,
+                c.upper,
+                tuple(c.values) if c.values is not None else None,
+                c.nullable,
+            )
+        )
+    wanted = {c.name for c in columns}
+    return TableCodec(tuple(codecs), tuple(n for n in schema.names if n in wanted))
+
+
+def _declared_type(column: Any) -> pa.DataType:
+    """The type a CSV column is parsed as, from its declaration."""
+    if column.values is not None:
+        kinds = {type(v) for v in column.values}
+        return pa.bool_() if kinds == {bool} else pa.int64() if kinds == {int} else pa.string()
+    if column.lower is None:
+        return pa.bool_()
+    if isinstance(column.lower, dt.datetime):
+        return pa.timestamp("us")
+    if isinstance(column.lower, dt.date):
+        return pa.date32()
+    return pa.float64()

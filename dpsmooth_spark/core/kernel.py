@@ -236,7 +236,7 @@ def valid_rows(
 
 
 def partial_sums(
-    batches: Iterable[np.ndarray],
+    batches: Iterable[np.ndarray | tuple[np.ndarray, np.ndarray]],
     lower: np.ndarray,
     upper: np.ndarray,
     degree: int | PassSpec,

@@ -112,32 +112,22 @@ def svm_auc(
 def basis_residuals(
     summary: dict, synthetic: np.ndarray, real: np.ndarray | None = None
 ) -> dict[str, float] | None:
-    """How far the synthetic table's answers to the released functions (the basis of
-    ``summary["multi_indices"]`` and the pairs on spread factors of ``summary["factor_pairs"]``)
-    are from the released noisy ones (what the fit and the sampling could not fit), and, given the
-    real rows, how far the noisy answers are from the truth (the noise). ``None`` when the summary
-    releases no such function."""
-    from dpsmooth_spark.core.chebyshev import BasisSet
-    from dpsmooth_spark.core.factors import FactorPairs
+    """How far the synthetic table's answers to the released functions (the Chebyshev products
+    and the pairs on spread factors of a ``summary.json``) are from the released noisy ones (what
+    the fit and the sampling could not fit), and, given the real rows, how far the noisy answers
+    are from the truth (the noise). ``None`` when the summary releases no such function."""
+    from dpsmooth_spark.mechanisms.synthesizer.summary import NoisySummary
 
+    released = NoisySummary.from_dict(summary)
+    n = max(released.noisy_count, 1.0)
     functions: list[Any] = []
     noisy: list[np.ndarray] = []
-    indices = np.array(summary.get("multi_indices") or [], dtype=np.int64)
-    if indices.size:
-        functions.append(BasisSet(indices.shape[1], int(indices.max(initial=1)), indices))
-        noisy.append(np.array(summary["noisy_means"], dtype=np.float64))
-    if summary.get("factor_pairs"):
-        pairs = summary["factor_pairs"]
-        functions.append(
-            FactorPairs(
-                np.array(pairs["coefficients"], dtype=np.float64),
-                np.array(pairs["pairs"], dtype=np.int64).reshape(-1, 2),
-            )
-        )
-        noisy.append(
-            np.array(pairs["noisy_sums"], dtype=np.float64)
-            / max(float(summary["noisy_count"]), 1.0)
-        )
+    if released.basis.size:
+        functions.append(released.basis)
+        noisy.append(released.normalised)
+    if released.factor_pairs is not None and released.factor_sums is not None:
+        functions.append(released.factor_pairs)
+        noisy.append(released.factor_sums / n)
     noisy_answers = np.concatenate(noisy) if noisy else np.zeros(0)
     if noisy_answers.size == 0:
         return None

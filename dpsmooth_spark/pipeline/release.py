@@ -27,6 +27,7 @@ from dpsmooth_spark.core.bounds import PublicBounds
 from dpsmooth_spark.core.columns import TableCodec
 from dpsmooth_spark.core.kernel import ExactSums, PassSpec
 from dpsmooth_spark.pipeline.progress import StageLog
+from dpsmooth_spark.pipeline.row_checks import check_rows
 from dpsmooth_spark.privacy.accountant import PrivacyAccountant
 from dpsmooth_spark.privacy.ledger import BudgetLedger, LedgerConflictError, LedgerEntry
 from dpsmooth_spark.privacy.noise import NoiseSource
@@ -38,10 +39,6 @@ NEIGHBOURING_RELATION = (
     "the row count is not public and is released with noise"
 )
 VERSIONED_PACKAGES = ("pyspark", "numpy", "scipy", "pyarrow", "ortools", "opendp")
-
-
-class InvalidDataError(ValueError):
-    """The data violates the configured rules (invalid rows, bounds); nothing was released."""
 
 
 @dataclass(frozen=True)
@@ -147,7 +144,7 @@ class ReleaseRun:
             config.table_id, config.privacy.epsilon, config.privacy.delta, config.lifetime_budget
         )
         sums = self.data_pass(spec)
-        _check_rows(config, sums.rows_seen, sums.rows_invalid, sums.rows_clamped, sums.count)
+        _check_rows(config, sums)
         return sums
 
     def spark(self) -> Any:
@@ -180,7 +177,7 @@ class ReleaseRun:
         with self.log.stage(name):
             df = io.read_input(spark, config.input, self.codec, self.snapshot)
             sums = data_pass.statistic_sums(df, self.codec, sums_of)
-        _check_rows(config, sums.rows_seen, sums.rows_invalid, sums.rows_clamped, sums.count)
+        _check_rows(config, sums)
         return sums
 
     def sample_rows(self, rate: float) -> np.ndarray:
@@ -331,26 +328,13 @@ def _check_retry(config: ReleaseConfig, mechanism: str, previous: LedgerEntry | 
         )
 
 
-def _check_rows(config: ReleaseConfig, seen: int, invalid: int, clamped: int, kept: int) -> None:
-    """Operator-facing checks on exact counts; a failure releases nothing (docs/privacy.md §2)."""
-    if seen == 0:
-        raise InvalidDataError("the input table has no rows; nothing was released")
-    if invalid and config.input.on_invalid == "error":
-        raise InvalidDataError(
-            f"{invalid} row(s) have a null, NaN, infinite or non-numeric value in a selected "
-            f"column, "
-            "or a value outside its declared domain (categorical values); a column may hold nulls "
-            "when declared nullable: true; "
-            "fix the data or set input.on_invalid: drop. Nothing was released."
-        )
-    if kept == 0:
-        raise InvalidDataError(
-            "no valid rows remain after dropping invalid ones; nothing was released"
-        )
-    if clamped > config.input.max_clamped_fraction * kept:
-        raise InvalidDataError(
-            f"{clamped} of {kept} rows lie outside the public bounds (more than "
-            f"input.max_clamped_fraction = {config.input.max_clamped_fraction}); the bounds are "
-            f"probably "
-            "wrong. Nothing was released."
-        )
+def _check_rows(config: ReleaseConfig, sums: ExactSums | StatisticSums) -> None:
+    """:func:`check_rows` with the config's rules."""
+    check_rows(
+        sums.rows_seen,
+        sums.rows_invalid,
+        sums.rows_clamped,
+        sums.count,
+        config.input.on_invalid,
+        config.input.max_clamped_fraction,
+    )

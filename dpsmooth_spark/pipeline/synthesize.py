@@ -16,11 +16,13 @@ from dpsmooth_spark.config import ReleaseConfig
 from dpsmooth_spark.core.sampling import herds
 from dpsmooth_spark.mechanisms.synthesizer import (
     NoisySummary,
+    default_rows,
     fit_from_summary,
     release_summary,
-    sample_scaled,
+    sample_table,
 )
-from dpsmooth_spark.pipeline.release import InvalidDataError, ReleaseReport, ReleaseRun
+from dpsmooth_spark.pipeline.release import ReleaseReport, ReleaseRun
+from dpsmooth_spark.pipeline.row_checks import InvalidDataError
 from dpsmooth_spark.spark import io
 
 MECHANISM = "smooth_pca"
@@ -55,7 +57,7 @@ def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
     else:
         summary = NoisySummary.from_dict(run.previous.statistics)
         if summary.levels is None:  # a summary persisted without its levels
-            summary.levels = run.codec.lattice()
+            summary = replace(summary, levels=run.codec.lattice())
         accountant = run.reused_accountant()
 
     with run.log.stage("candidates and fit"):
@@ -67,8 +69,7 @@ def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
     )
 
     null_shares = summary.null_shares()
-    # the noisy count is of the rows without a null; nulls are drawn independently per column
-    rows = config.output.rows or max(1, round(summary.noisy_count / np.prod(1.0 - null_shares)))
+    rows = config.output.rows or default_rows(summary)
     on_executors = config.output.sampling == "executors" or (
         config.output.sampling == "auto" and rows > EXECUTOR_SAMPLING_ROWS
     )
@@ -91,9 +92,7 @@ def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
         distinct: int | None = None
     else:
         with run.log.stage("sampling"):
-            scaled = sample_scaled(result, rows, run.rng, params.herding_rows)
-            nulls = run.rng.uniform(size=scaled.shape) < null_shares if nullable.any() else None
-            data = run.codec.decode(run.bounds.unscale(scaled), nulls)
+            data, scaled = sample_table(result, rows, run.rng, params.herding_rows, run.codec)
             distinct = int(np.unique(scaled, axis=0).shape[0])
 
     mechanism = {
@@ -120,6 +119,7 @@ def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
             ],
         },
         "candidate_strategy": "psi" if summary.pca is not None else "moments",
+        "budget_plan": summary.plan,
         "candidates": int(result.candidates.shape[0]),
         "null_shares": {
             name: float(p)

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import json
 import os
@@ -22,7 +21,8 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
-from dpsmooth_spark.core.columns import ColumnTypeError, TableCodec, column_codec
+from dpsmooth_spark.core.columns import ColumnTypeError, TableCodec
+from dpsmooth_spark.core.columns import table_codec as columns_table_codec
 from dpsmooth_spark.spark import lake
 
 NUMERIC_TYPES = (
@@ -198,54 +198,6 @@ def input_schema(
     return pa.schema(
         [pa.field(f.name, to_arrow_type(f.dataType), f.nullable) for f in df.schema.fields]
     )
-
-
-def table_codec(columns: list[Any], schema: pa.Schema, csv: bool = False) -> TableCodec:
-    """The codec of the configured columns (``ColumnConfig``) given the input's schema; a CSV
-    input's text columns take the declared kind's type.
-
-    Raises:
-        InputError: a configured column is missing, or its type does not fit its declaration.
-    """
-    missing = [c.name for c in columns if c.name not in schema.names]
-    if missing:
-        raise InputError(
-            f"columns not found in input: {missing}; the table has {sorted(schema.names)}"
-        )
-    codecs = []
-    for c in columns:
-        field = schema.field(c.name)
-        arrow_type = _declared_type(c) if csv else field.type
-        try:
-            codecs.append(
-                column_codec(
-                    c.name,
-                    arrow_type,
-                    field.nullable,
-                    c.lower,
-                    c.upper,
-                    tuple(c.values) if c.values is not None else None,
-                    c.nullable,
-                )
-            )
-        except ColumnTypeError as exc:
-            raise InputError(f"{exc}; nothing was released") from None
-    wanted = {c.name for c in columns}
-    return TableCodec(tuple(codecs), tuple(n for n in schema.names if n in wanted))
-
-
-def _declared_type(column: Any) -> pa.DataType:
-    """The type a CSV column is parsed as, from its declaration."""
-    if column.values is not None:
-        kinds = {type(v) for v in column.values}
-        return pa.bool_() if kinds == {bool} else pa.int64() if kinds == {int} else pa.string()
-    if column.lower is None:
-        return pa.bool_()
-    if isinstance(column.lower, dt.datetime):
-        return pa.timestamp("us")
-    if isinstance(column.lower, dt.date):
-        return pa.date32()
-    return pa.float64()
 
 
 def _first_line(exc: Exception) -> str:
@@ -567,3 +519,11 @@ def sample_on_executors(
         (writer.partitionBy(column) if column is not None else writer).parquet(str(folder))
 
     return write
+
+
+def table_codec(columns: list[Any], schema: pa.Schema, csv: bool = False) -> TableCodec:
+    """:func:`core.columns.table_codec`, its refusals as :class:`InputError`."""
+    try:
+        return columns_table_codec(columns, schema, csv)
+    except ColumnTypeError as exc:
+        raise InputError(f"{exc}; nothing was released") from None

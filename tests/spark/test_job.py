@@ -97,7 +97,10 @@ def test_release_on_wdbc_end_to_end(tmp_path, wdbc_config_dict):
     assert manifest["output"]["candidates_picked_by"] == "kernel herding"  # 569 rows
     assert set(manifest["content_sha256"]) == {"data/part-00000.parquet", "summary.json"}
     summary = json.loads((out / "summary.json").read_text())
-    assert len(summary["multi_indices"]) == len(summary["noisy_sums"])
+    # every released statistic names the accountant stage that charged it
+    charged = {stage["stage"] for stage in privacy["accounting"]["stages"]}
+    assert "histograms" in {s["kind"] for s in summary["statistics"]}
+    assert {s["stage"] for s in summary["statistics"]} <= charged
     # nothing raw: the exact count is not in the manifest or the summary
     assert '"569"' not in (out / "manifest.json").read_text()
     assert summary["noisy_count"] != 569

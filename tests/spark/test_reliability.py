@@ -64,7 +64,7 @@ def test_retry_with_same_release_id_reuses_statistics(spark, tmp_path):
     assert second["privacy"]["statistics_reused_from_ledger"] is True
     summary = json.loads((tmp_path / "release" / "summary.json").read_text())
     stored = BudgetLedger(tmp_path / "ledger.sqlite").find("run-1")
-    assert summary["noisy_sums"] == stored.statistics["noisy_sums"]
+    assert summary["statistics"] == stored.statistics["statistics"]
     assert stored.status == "complete"
     assert second["ledger"]["table_epsilon_spent"] == pytest.approx(1.0)  # spent once
     assert second["privacy"]["accounting"] == first["privacy"]["accounting"]

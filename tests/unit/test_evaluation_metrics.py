@@ -5,6 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from dpsmooth_spark.core.bounds import PublicBounds
+from dpsmooth_spark.core.chebyshev import BasisSet
+from dpsmooth_spark.core.factors import FactorPairs
 from dpsmooth_spark.evaluation.baselines import independent_laplace, real_half, uniform_rows
 from dpsmooth_spark.evaluation.metrics import (
     PairwiseKernelQueries,
@@ -15,6 +18,7 @@ from dpsmooth_spark.evaluation.metrics import (
     svm_auc,
 )
 from dpsmooth_spark.evaluation.release_metrics import QuerySets, evaluate
+from dpsmooth_spark.mechanisms.synthesizer.summary import NoisyStatistic, NoisySummary
 from dpsmooth_spark.privacy.noise import NoiseSource
 
 
@@ -99,22 +103,22 @@ def test_basis_fit_covers_the_basis_and_the_spread_factor_pairs(rng):
     )
     pair_answers = np.array([(factor(0, x[:, 0]) * factor(2, x[:, 2])).mean()])
     offsets = np.array([0.01, -0.02, 0.05])
-    n = 480.0  # a noisy count: pair answers are noisy sums over it
-    summary = {
-        "noisy_count": n,
-        "multi_indices": [[2, 0, 0], [0, 1, 3]],
-        "noisy_means": (basis_answers + offsets[:2]).tolist(),
-        "factor_pairs": {
-            "coefficients": coefficients.tolist(),
-            "pairs": [[0, 2]],
-            "noisy_sums": ((pair_answers + offsets[2:]) * n).tolist(),
-        },
-    }
+    n = 480.0  # a noisy count: the noisy values are sums over it
+    basis = BasisSet(3, 3, np.array([[2, 0, 0], [0, 1, 3]]))
+    pairs = FactorPairs(coefficients, np.array([[0, 2]]))
+    noisy_basis = NoisyStatistic(
+        "basis", "basis_sums", basis, (basis_answers + offsets[:2]) * n, 1.0
+    )
+    noisy_pairs = NoisyStatistic(
+        "factor_pairs", "basis_sums", pairs, (pair_answers + offsets[2:]) * n, 1.0
+    )
+    bounds = PublicBounds.from_mapping({c: (-1.0, 1.0) for c in "abc"})
+    summary = NoisySummary(bounds, n, (noisy_basis, noisy_pairs)).to_dict()
     fit = basis_residuals(summary, x, x)
     assert fit["functions"] == 3
     assert fit["fit_max_abs"] == pytest.approx(0.05, abs=1e-9)
     assert fit["noise_mean_abs"] == pytest.approx(np.abs(offsets).mean(), abs=1e-9)
     assert fit["synthetic_vs_real_max_abs"] == pytest.approx(0.0, abs=1e-12)
-    only_pairs = dict(summary, multi_indices=[], noisy_means=[])
+    only_pairs = NoisySummary(bounds, n, (noisy_pairs,)).to_dict()
     assert basis_residuals(only_pairs, x, x)["fit_max_abs"] == pytest.approx(0.05, abs=1e-9)
-    assert basis_residuals({"noisy_count": n, "multi_indices": [], "noisy_means": []}, x) is None
+    assert basis_residuals(NoisySummary(bounds, n).to_dict(), x) is None

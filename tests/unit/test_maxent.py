@@ -42,7 +42,7 @@ from dpsmooth_spark.core.sampling import (
     sample_records,
 )
 from dpsmooth_spark.mechanisms.synthesizer.candidates import Candidates
-from dpsmooth_spark.mechanisms.synthesizer.measure import histogram_bins
+from dpsmooth_spark.mechanisms.synthesizer.plan import histogram_bins
 from dpsmooth_spark.privacy.accountant import PrivacyAccountant
 
 

@@ -551,9 +551,9 @@ def test_a_summarys_continuous_marginals_share_a_shape_and_its_lattice_columns_d
     0.81 / 0.67 / 0.84 against 0.58 / 0.61 / 0.55 / 0.59); the 0/1 column's marginal is
     ``lattice_density``'s, whatever the others' shape."""
     from dpsmooth_spark.core.bounds import PublicBounds
-    from dpsmooth_spark.core.chebyshev import BasisSet
+    from dpsmooth_spark.core.chebyshev import HistogramBasis
     from dpsmooth_spark.core.marginals import histogram_density, lattice_density
-    from dpsmooth_spark.mechanisms.synthesizer.summary import NoisySummary
+    from dpsmooth_spark.mechanisms.synthesizer.summary import NoisyStatistic, NoisySummary
 
     n, std, m = 1000.0, 0.7, 40
     truth = np.vstack([np.tile([0.6, 0.4, 0.0, 0.0], (m, 1)), [0.7, 0.0, 0.0, 0.3]])
@@ -561,16 +561,10 @@ def test_a_summarys_continuous_marginals_share_a_shape_and_its_lattice_columns_d
     for seed in range(4):
         rng = np.random.default_rng(seed)
         histograms = n * (truth + rng.laplace(0.0, std / np.sqrt(2.0), truth.shape))
-        summary = NoisySummary(
-            bounds,
-            BasisSet(m + 1, 1, np.zeros((0, m + 1), dtype=np.int64)),
-            n,
-            np.zeros(0),
-            np.zeros(0),
-            histograms,
-            std * n,
-            levels=np.array([0] * m + [2]),
+        released = NoisyStatistic(
+            "histograms", "histograms", HistogramBasis(m + 1, 4), histograms, std * n
         )
+        summary = NoisySummary(bounds, n, (released,), levels=np.array([0] * m + [2]))
         lower = np.mean([summary.marginal_density(i, 4)[:2].sum() for i in range(m)])
         alone = np.mean(
             [histogram_density(h / n, np.full(4, std), 4)[:2].sum() for h in histograms[:m]]
@@ -919,7 +913,13 @@ def test_a_hubs_biased_histogram_does_not_make_the_fit_invent_relations():
         histograms = summary.histograms.copy()
         histograms[label, 0] -= 0.15 * summary.noisy_count
         histograms[label, -1] += 0.15 * summary.noisy_count
-        biased = dataclasses.replace(summary, histograms=histograms)  # keeps the label's levels
+        biased = dataclasses.replace(  # keeps the label's levels
+            summary,
+            statistics=tuple(
+                dataclasses.replace(s, values=histograms) if s.kind == "histograms" else s
+                for s in summary.statistics
+            ),
+        )
         found = {}
         for flag in (False, True):
             result = fit_from_summary(
@@ -943,7 +943,8 @@ def test_covered_pairs_are_those_a_measured_function_holds():
     from dpsmooth_spark.core.bounds import PublicBounds
     from dpsmooth_spark.core.chebyshev import BasisSet
     from dpsmooth_spark.core.factors import FactorPairs
-    from dpsmooth_spark.mechanisms.synthesizer import NoisySummary
+    from dpsmooth_spark.core.subspace import SubspaceEstimate
+    from dpsmooth_spark.mechanisms.synthesizer import NoisyStatistic, NoisySummary
 
     indices = np.zeros((4, 7), dtype=np.int64)
     indices[0, 0] = 1  # one-way terms relate nothing
@@ -951,24 +952,25 @@ def test_covered_pairs_are_those_a_measured_function_holds():
     indices[2, [3, 4, 5]] = [1, 2, 1]
     indices[3, 6] = 2
     bounds = PublicBounds.from_mapping({f"c{i}": (0.0, 1.0) for i in range(7)})
-    summary = NoisySummary(
-        bounds,
-        BasisSet(7, 2, indices),
-        100.0,
-        np.zeros(4),
-        np.ones(4),
-        factor_pairs=FactorPairs(np.zeros((7, 3)), np.array([[1, 2]])),
-        factor_sums=np.zeros(1),
+    basis = NoisyStatistic("basis", "basis_sums", BasisSet(7, 2, indices), np.zeros(4), 1.0)
+    pairs = NoisyStatistic(
+        "factor_pairs",
+        "basis_sums",
+        FactorPairs(np.zeros((7, 3)), np.array([[1, 2]])),
+        np.zeros(1),
+        1.0,
     )
+    summary = NoisySummary(bounds, 100.0, (basis, pairs))
     covered = summary.covered_pairs()
     assert covered[0, 1] and covered[1, 2] and covered[3, 4] and covered[3, 5] and covered[4, 5]
     assert not covered[0, 2]  # joined through column 1 only: not covered
     assert (
         not covered[6, :6].any() and np.array_equal(covered, covered.T) and covered.diagonal().all()
     )
-    unsummed = dataclasses.replace(summary, factor_sums=None)  # pairs not released: not covered
-    assert not unsummed.covered_pairs()[1, 2]
-    with_psi = dataclasses.replace(summary, pca=object())
+    unmeasured = NoisySummary(bounds, 100.0, (basis,))  # pairs not released: not covered
+    assert not unmeasured.covered_pairs()[1, 2]
+    psi = SubspaceEstimate(np.eye(7)[:, :2], np.ones(2))
+    with_psi = summary.with_statistics(NoisyStatistic("pca", "psi", psi, psi.values, 1.0))
     assert with_psi.covered_pairs().all()
 
 

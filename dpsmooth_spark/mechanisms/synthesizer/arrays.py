@@ -29,11 +29,13 @@ def fit_from_sums(
     noise: NoiseSource,
     rng: np.random.Generator,
     lattice: np.ndarray | None = None,
+    nullable: np.ndarray | None = None,
 ) -> SynthesisResult:
     """Every driver stage: the DP statistics, then :func:`fit_from_summary` (``lattice``:
-    levels per column, 0 continuous; the summary keeps them for the later stages)."""
+    levels per column, 0 continuous; the summary keeps them for the later stages; ``nullable``:
+    the columns whose null counts are measured)."""
     start = time.perf_counter()
-    summary = release_summary(sums, bounds, params, accountant, noise, rng, lattice=lattice)
+    summary = release_summary(sums, bounds, params, accountant, noise, rng, nullable, lattice)
     elapsed = time.perf_counter() - start
     result = fit_from_summary(summary, params, rng)
     result.timings = {"noise_and_psi": elapsed, **result.timings}
@@ -41,7 +43,8 @@ def fit_from_sums(
 
 
 class ArraySynthesizer:
-    """Library entry point with scikit-learn conventions.
+    """The mechanism on numeric arrays, with scikit-learn conventions (the typed library entry
+    point is :class:`dpsmooth_spark.Synthesizer`).
 
     ``ArraySynthesizer(epsilon=1.0, bounds={"x": (0, 10)}).fit(df).sample(10_000)``
 

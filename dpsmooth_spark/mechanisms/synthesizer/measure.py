@@ -20,15 +20,19 @@ The result is a :class:`.summary.NoisySummary`; everything later is post-process
 
 from __future__ import annotations
 
-import math
+from dataclasses import replace
 
 import numpy as np
 
 from dpsmooth_spark.core.bounds import PublicBounds
-from dpsmooth_spark.core.chebyshev import BasisSet, ProjectionBasis, coarsen_histograms
+from dpsmooth_spark.core.chebyshev import (
+    BasisSet,
+    HistogramBasis,
+    ProjectionBasis,
+    coarsen_histograms,
+)
 from dpsmooth_spark.core.factors import FactorPairs, copula_answers, copula_noise, spread_factors
 from dpsmooth_spark.core.kernel import ExactSums
-from dpsmooth_spark.core.marginals import SHARED_SHAPE_MIN_COLUMNS, largest_shrinkage_factor
 from dpsmooth_spark.core.subspace import SubspaceEstimate, private_subspace_iteration
 from dpsmooth_spark.mechanisms.stages import (
     add_noise,
@@ -42,26 +46,13 @@ from dpsmooth_spark.mechanisms.stages import (
 from dpsmooth_spark.mechanisms.synthesizer.params import (
     ANCHOR_PICK_SELECTION,
     SynthesizerParams,
-    choose_basis,
     first_pairs,
-    missing_pairs,
     per_function_noise,
-    pickable_anchor_pairs,
-    selectable_pairs,
 )
-from dpsmooth_spark.mechanisms.synthesizer.summary import NoisySummary
-from dpsmooth_spark.privacy import sensitivity
+from dpsmooth_spark.mechanisms.synthesizer.plan import plan_budget, psi_sensitivity
+from dpsmooth_spark.mechanisms.synthesizer.summary import NoisyStatistic, NoisySummary
 from dpsmooth_spark.privacy.accountant import PrivacyAccountant
 from dpsmooth_spark.privacy.noise import NoiseSource
-
-PSI_NOISE_TARGET = 0.05
-"""``candidate_strategy: auto`` runs PSI only when the noise of one entry of its normalised matrix
-product, predicted from the noisy count, is below this; else the budget goes to the basis."""
-
-
-def all_pairs_of(basis: BasisSet) -> bool:
-    """Whether ``basis`` has ``T_1(x_i) T_1(x_j)`` for every pair of columns."""
-    return basis.d < 2 or missing_pairs(basis) <= 0
 
 
 def release_summary(
@@ -81,46 +72,10 @@ def release_summary(
     d = sums.d
     noisy_count = release_count(sums.count, params.count_fraction, accountant, noise)
 
-    rest = 1.0 - params.count_fraction
+    cells = params.marginal_cells if sums.histograms is None else sums.histograms.shape[1]
+    plan = plan_budget(params, bounds.columns, noisy_count, accountant, cells, lattice)
     anchors = tuple(bounds.columns.index(c) for c in params.pair_columns)
-    share = rest * (1.0 - params.marginal_fraction)
-    basis = choose_basis(
-        params, d, noisy_count, accountant, accountant.share(share), anchors, lattice
-    )
-    selected = selectable_pairs(params, basis, noisy_count, accountant, accountant.share(share))
-    strategy = params.candidate_strategy
-    if strategy == "auto":
-        strategy = (
-            "psi"
-            if not all_pairs_of(basis)
-            and not selected
-            and d >= 2
-            and _psi_affordable(params, d, noisy_count, accountant)
-            else "moments"
-        )
-    extra = params.psi_fraction + params.directions_fraction if strategy == "psi" else 0.0
-    basis_share = rest * (1.0 - params.marginal_fraction) - extra
-    picks = 0  # every anchor pair too noisy to measure: a few of them picked and measured instead
-    if anchors and basis.size == 0 and not selected and basis_share > 0:
-        anchor_pairs = (
-            BasisSet(d, 1, np.zeros((0, d), dtype=np.int64)).with_anchor_pairs(anchors).size
-        )
-        picks = pickable_anchor_pairs(
-            params, anchor_pairs, noisy_count, accountant, accountant.share(basis_share)
-        )
-    if basis.size == 0 and not selected and not picks:
-        marginal_share, share = rest - extra, 0.0
-    else:
-        marginal_share, share = rest * params.marginal_fraction, basis_share
-    if share < 0 or marginal_share <= 0:
-        raise ValueError(
-            "count, PSI and direction fractions leave no budget for the histograms and basis sums"
-        )
-    if strategy == "psi" and (basis.size or selected):
-        basis = choose_basis(
-            params, d, noisy_count, accountant, accountant.share(share), anchors, lattice
-        )
-        selected = selectable_pairs(params, basis, noisy_count, accountant, accountant.share(share))
+    basis, selected, picks, share = plan.basis, plan.selected, plan.picks, plan.relations
 
     summary = _release_marginals(
         sums,
@@ -129,28 +84,33 @@ def release_summary(
         accountant,
         noise,
         noisy_count,
-        accountant.share(marginal_share),
+        accountant.share(plan.marginals),
+        plan.histogram_cells,
+        plan.pooled,
         nullable,
         lattice,
     )
-    summary.levels = None if lattice is None else np.asarray(lattice, dtype=np.int64)
+    summary = replace(
+        summary,
+        levels=None if lattice is None else np.asarray(lattice, dtype=np.int64),
+        plan=plan.to_dict(params.pooled_fraction),
+    )
     if summary.null_counts is None and summary.histograms is not None:
         count_scale = next(c.scale for c in accountant.charges if c.stage == "count")
-        summary.count_alone = noisy_count
-        summary.noisy_count = pooled_count(
-            noisy_count,
-            noise_std(count_scale, accountant),
-            summary.histograms,
-            summary.histogram_noise_std,
-            summary.pooled_histogram,
-            summary.pooled_noise_std,
-            0 if summary.pooled_columns is None else summary.pooled_columns.size,
+        summary = replace(
+            summary,
+            count_alone=noisy_count,
+            noisy_count=pooled_count(
+                noisy_count,
+                noise_std(count_scale, accountant),
+                summary.histograms,
+                summary.histogram_noise_std,
+                summary.pooled_histogram,
+                summary.pooled_noise_std,
+                0 if summary.pooled_columns is None else summary.pooled_columns.size,
+            ),
         )
-    # every basis function, chosen up front or picked later, gets the same noise: the basis's
-    # share less the selection's, split in proportion to the number of functions; where the
-    # budget affords every missing pair, none is picked and the selection's share is not spent
-    select_share = share * params.selection_fraction if 0 < selected < missing_pairs(basis) else 0.0
-    per_function = (share - select_share) / max(basis.size + selected, 1)
+    select_share, per_function = plan.selection, plan.per_function
     if basis.size:
         noise_per_function = per_function_noise(
             1, summary.noisy_count, accountant, accountant.share(per_function)
@@ -165,21 +125,25 @@ def release_summary(
             exact, accountant.share(per_function * exact.size), accountant, noise
         )
         std = noise_std(scale, accountant)
+        # one release, two records: the Chebyshev products and the pairs on spread factors
+        summary = summary.with_statistics(
+            NoisyStatistic(
+                "basis", "basis_sums", basis, noisy_sums[: basis.size], std, _cols(basis)
+            )
+        )
         if factors is not None:
-            summary.factor_pairs, summary.factor_sums = factors, noisy_sums[basis.size :]
-            summary.factor_noise_std = std
-            noisy_sums = noisy_sums[: basis.size]
-        summary.basis = BasisSet(
-            d,
-            max(summary.basis.degree, basis.degree),
-            np.vstack([summary.basis.indices, basis.indices]),
-        )
-        summary.noisy_sums = np.concatenate([summary.noisy_sums, noisy_sums])
-        summary.basis_noise_std = np.concatenate(
-            [summary.basis_noise_std, np.full(basis.size, std)]
-        )
+            summary = summary.with_statistics(
+                NoisyStatistic(
+                    "factor_pairs",
+                    "basis_sums",
+                    factors,
+                    noisy_sums[basis.size :],
+                    std,
+                    tuple(np.unique(factors.pairs).tolist()),
+                )
+            )
     if picks:
-        _measure_selected_pairs(
+        summary = _measure_selected_pairs(
             sums,
             summary,
             params,
@@ -192,7 +156,7 @@ def release_summary(
             stages=("anchor_selection", "anchor_pairs"),
         )
     if selected:
-        _measure_selected_pairs(
+        summary = _measure_selected_pairs(
             sums,
             summary,
             params,
@@ -203,21 +167,37 @@ def release_summary(
             noise,
         )
 
-    if strategy == "psi":
-        summary.pca = _run_psi(
+    if plan.strategy == "psi":
+        pca, psi_std = _run_psi(
             sums, summary, params, accountant, noise, rng, accountant.share(params.psi_fraction)
         )
-        summary.directions = ProjectionBasis.from_vectors(summary.pca.vectors)
-        exact = summary.directions.sums(sums.count, sums.second_moments())
-        summary.direction_sums, dir_scale = release_basis_sums(
+        directions = ProjectionBasis.from_vectors(pca.vectors)
+        exact = directions.sums(sums.count, sums.second_moments())
+        direction_sums, dir_scale = release_basis_sums(
             exact,
             accountant.share(params.directions_fraction),
             accountant,
             noise,
             stage="directions",
         )
-        summary.direction_noise_std = noise_std(dir_scale, accountant)
+        every = tuple(range(d))
+        summary = summary.with_statistics(
+            NoisyStatistic("pca", "psi", pca, pca.values, psi_std, every),
+            NoisyStatistic(
+                "directions",
+                "directions",
+                directions,
+                direction_sums,
+                noise_std(dir_scale, accountant),
+                every,
+            ),
+        )
     return summary
+
+
+def _cols(basis: BasisSet) -> tuple[int, ...]:
+    """The columns a set of Chebyshev products touches."""
+    return tuple(np.flatnonzero((basis.indices != 0).any(axis=0)).tolist())
 
 
 RESOLVABLE_STD = 0.2
@@ -237,7 +217,7 @@ def _measure_selected_pairs(
     noise: NoiseSource,
     among: tuple[int, ...] | None = None,
     stages: tuple[str, str] = ("pair_selection", "selected_pairs"),
-) -> None:
+) -> NoisySummary:
     """Pick ``k`` more first-order pairs in ``params.selection_rounds`` rounds and measure them
     on the summary's factors (``T_1`` without spread factors), appending them to its factor
     pairs (docs/privacy.md section 3e); only pairs with one of the columns ``among`` when
@@ -312,16 +292,18 @@ def _measure_selected_pairs(
         noisy, scale = release_basis_sums(
             exact[chosen], measure_budget * chosen.size / k, accountant, noise, stage=stages[1]
         )
-        previous = (
-            summary.factor_pairs.pairs
-            if summary.factor_pairs is not None
-            else np.zeros((0, 2), np.int64)
+        picked = FactorPairs(coefficients, candidates[chosen])
+        summary = summary.with_statistics(
+            NoisyStatistic(
+                "factor_pairs",
+                stages[1],
+                picked,
+                noisy,
+                noise_std(scale, accountant),
+                tuple(np.unique(picked.pairs).tolist()),
+            )
         )
-        summary.factor_pairs = FactorPairs(coefficients, np.vstack([previous, candidates[chosen]]))
-        summary.factor_sums = np.concatenate(
-            [summary.factor_sums if summary.factor_sums is not None else np.zeros(0), noisy]
-        )
-        summary.factor_noise_std = noise_std(scale, accountant)
+    return summary
 
 
 def _split_factor_pairs(
@@ -389,21 +371,21 @@ def _release_marginals(
     noise: NoiseSource,
     noisy_count: float,
     budget: float,
+    bins: int,
+    pooled: bool,
     nullable: np.ndarray | None = None,
     lattice: np.ndarray | None = None,
 ) -> NoisySummary:
-    """A summary holding the one-way marginals as noisy histograms (and an empty basis); with
+    """A summary holding the one-way marginals as noisy histograms of ``bins`` cells; with
     ``nullable`` columns each histogram has a null cell too (a record is still in exactly one
-    cell per column: the sensitivity is unchanged, docs/privacy.md 3c); where
-    :func:`pools_histograms`, with the pooled histogram of the continuous columns (``lattice``:
-    levels per column, 0 continuous) for ``params.pooled_fraction`` of ``budget`` (3f)."""
+    cell per column: the sensitivity is unchanged, docs/privacy.md 3c); where ``pooled``, with
+    the pooled histogram of the continuous columns (``lattice``: levels per column, 0
+    continuous) for ``params.pooled_fraction`` of ``budget`` (3f)."""
     if sums.histograms is None:
         raise ValueError("the data pass did not compute the one-way histograms")
-    d, cells = sums.histograms.shape
-    bins = params.marginal_bins or histogram_bins(noisy_count, accountant, budget, d, cells)
+    d = sums.histograms.shape[0]
     counts = coarsen_histograms(sums.histograms, bins)
     continuous = np.arange(d) if lattice is None else np.flatnonzero(np.asarray(lattice) < 2)
-    pooled = pools_histograms(params, accountant, noisy_count, budget, d, continuous.size, bins)
     pooled_budget = budget * params.pooled_fraction if pooled else 0.0
     budget -= pooled_budget
     if nullable is not None and nullable.any():
@@ -415,98 +397,30 @@ def _release_marginals(
     if noisy.shape[1] > bins and nullable is not None:
         null_counts = np.where(nullable, noisy[:, bins], np.nan)
         noisy = noisy[:, :bins]
-    empty = BasisSet(d, 1, np.zeros((0, d), dtype=np.int64))
-    summary = NoisySummary(
-        bounds,
-        empty,
-        noisy_count,
-        np.zeros(0),
-        np.zeros(0),
-        noisy,
-        noise_std(scale, accountant),
-        null_counts,
-        noise=accountant.mechanism,
-    )
+    std = noise_std(scale, accountant)
+    every = tuple(range(d))
+    statistics = [
+        NoisyStatistic("histograms", "histograms", HistogramBasis(d, bins), noisy, std, every)
+    ]
+    if null_counts is not None:  # the histograms' null cells, released with them
+        statistics.append(
+            NoisyStatistic("null_counts", "histograms", None, null_counts, std, every)
+        )
     if pooled:  # the value cells only: a null is not pooled
-        summary.pooled_histogram, pooled_scale = release_pooled_histogram(
+        pooled_counts, pooled_scale = release_pooled_histogram(
             counts[continuous, :bins].sum(axis=0), continuous.size, pooled_budget, accountant, noise
         )
-        summary.pooled_noise_std = noise_std(pooled_scale, accountant)
-        summary.pooled_columns = continuous
-    return summary
-
-
-def pools_histograms(
-    params: SynthesizerParams,
-    accountant: PrivacyAccountant,
-    noisy_count: float,
-    budget: float,
-    d: int,
-    continuous: int,
-    bins: int,
-) -> bool:
-    """Whether the marginals' ``budget`` measures the pooled histogram of the ``continuous``
-    columns too (``params.pooled_histogram``; public values only): under pure epsilon-DP, with
-    at least :data:`core.marginals.SHARED_SHAPE_MIN_COLUMNS` continuous columns, where even
-    the histogram farthest from uniform would keep little of its shape at the noise of the whole
-    ``budget`` (its James-Stein factor bound below :data:`POOL_FACTOR`, ``bins`` cells).
-
-    Each of ``d`` histograms then shows little of its own column, but one histogram of every
-    continuous column's values costs a sensitivity of ``m`` for ``n m`` values: its shares have
-    ``sqrt(m)`` times less noise than the mean of the ``m`` histograms at the same budget (WDBC
-    at epsilon 0.1: 5.5x), and that mean is the shape the swamped histograms were shrunk towards
-    (docs/mechanisms.md, "candidates"). Under zCDP its L2 sensitivity is ``m`` as well, which
-    gains nothing over the histograms' ``sqrt(d)``."""
-    if params.pooled_histogram == "off" or continuous < SHARED_SHAPE_MIN_COLUMNS:
-        return False
-    if params.pooled_histogram == "on":
-        return True  # under zCDP, release_pooled_histogram refuses it
-    if not accountant.pure:
-        return False
-    share_std = histogram_count_std(accountant, budget, d) / max(noisy_count, 1.0)
-    return largest_shrinkage_factor(bins, share_std) < POOL_FACTOR
-
-
-POOL_FACTOR = 0.5
-"""``pooled_histogram: auto`` pools where the James-Stein factor of the histogram farthest from
-uniform would be below this at the marginals' whole budget: a typical histogram then keeps
-little of its own shape (:func:`pools_histograms`; docs/decisions/0004)."""
-
-
-def histogram_count_std(accountant: PrivacyAccountant, budget: float, d: int) -> float:
-    """Noise standard deviation of one count of ``d`` histograms released with ``budget``."""
-    sens = sensitivity.histograms_l1(d) if accountant.pure else sensitivity.histograms_l2(d)
-    return noise_std(accountant.noise_scale(sens, budget), accountant)
-
-
-def histogram_bins(
-    noisy_count: float, accountant: PrivacyAccountant, budget: float, d: int, cells: int
-) -> int:
-    """Cells per histogram from public values: the power of two nearest ``(n~ / std)^(2/3)``
-    (``std`` the noise of one count; more records per unit of noise buy a finer histogram),
-    in ``[4, 64]`` and dividing ``cells``. Chosen with ``python -m benchmarks fidelity``."""
-    wanted = (max(noisy_count, 1.0) / histogram_count_std(accountant, budget, d)) ** (2.0 / 3.0)
-    bins = 2 ** int(np.clip(round(math.log2(max(wanted, 1.0))), 2, 6))
-    while cells % bins:
-        bins //= 2
-    return max(bins, 1)
-
-
-def _psi_sensitivity(params: SynthesizerParams, d: int, accountant: PrivacyAccountant) -> float:
-    k = min(params.pca_dim or 2, d)
-    return sensitivity.psi_product_l1(d, k) if accountant.pure else sensitivity.psi_product_l2(d)
-
-
-def _psi_affordable(
-    params: SynthesizerParams, d: int, noisy_count: float, accountant: PrivacyAccountant
-) -> bool:
-    """Whether PSI's per-entry noise, normalised by the noisy count, is below PSI_NOISE_TARGET."""
-    scale = accountant.noise_scale(
-        _psi_sensitivity(params, d, accountant),
-        accountant.share(params.psi_fraction),
-        params.pca_iterations,
-    )
-    return scale / max(noisy_count, 1.0) <= PSI_NOISE_TARGET
+        statistics.append(
+            NoisyStatistic(
+                "pooled_histogram",
+                "pooled_histogram",
+                None,
+                pooled_counts,
+                noise_std(pooled_scale, accountant),
+                tuple(continuous.tolist()),
+            )
+        )
+    return NoisySummary(bounds, noisy_count, tuple(statistics), noise=accountant.mechanism)
 
 
 def _run_psi(
@@ -517,12 +431,13 @@ def _run_psi(
     noise: NoiseSource,
     rng: np.random.Generator,
     budget: float,
-) -> SubspaceEstimate:
-    """Algorithm 4 on the second moment, centred with the private mean (privacy.md section 4)."""
+) -> tuple[SubspaceEstimate, float]:
+    """Algorithm 4 on the second moment, centred with the private mean (privacy.md section 4);
+    returns the estimate and the noise std of one entry of each noisy product."""
     d = sums.d
     k = min(params.pca_dim or 2, d)
     iterations = params.pca_iterations
-    sens = _psi_sensitivity(params, d, accountant)
+    sens = psi_sensitivity(params, d, accountant)
     scale = accountant.noise_scale(sens, budget, invocations=iterations)
     second = sums.second_moments()
     mean = summary.mean()
@@ -537,4 +452,4 @@ def _run_psi(
         rng=rng,
     )
     accountant.charge("psi", sens, scale, invocations=iterations)
-    return estimate
+    return estimate, noise_std(scale, accountant)

@@ -7,7 +7,7 @@ its noisy answers, their noise) that the fit consumes. Everything here is post-p
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -63,7 +63,7 @@ class Measurement:
     """
 
     name: str
-    queries: BasisSet | ProjectionBasis | HistogramBasis | FactorPairs
+    queries: Any  # BasisSet, ProjectionBasis, HistogramBasis, FactorPairs, or any .evaluate
     values: np.ndarray
     std: np.ndarray | float
     groups: np.ndarray
@@ -72,62 +72,256 @@ class Measurement:
     relations: np.ndarray | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
+class NoisyStatistic:
+    """One noisy statistic of a release, as plain data: what it measures, its noisy values, their
+    noise, and the accountant stage that charged it. A release's statistics are a list of these;
+    persistence and the fit read that list (:data:`QUERY_CODECS`, :data:`FIT_READERS`).
+
+    Attributes:
+        kind: what it is: ``histograms``, ``null_counts``, ``pooled_histogram``, ``basis``,
+            ``factor_pairs``, ``pca``, ``directions``, or a kind registered in
+            :data:`FIT_READERS`.
+        stage: the accountant stage that charged it (``docs/privacy.md`` derives its
+            sensitivity).
+        query: the functions measured (``evaluate(points) -> (R, C)`` where the fit uses them),
+            an object with a codec in :data:`QUERY_CODECS`; ``None`` where the kind says it all.
+        values: the noisy values (sums or counts, not normalised).
+        noise_std: standard deviation of the noise of each value (one number: every value's).
+        scope: the columns it covers.
+    """
+
+    kind: str
+    stage: str
+    query: Any
+    values: np.ndarray
+    noise_std: float
+    scope: tuple[int, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form: the query through its codec."""
+        out: dict[str, Any] = {"kind": self.kind, "stage": self.stage, "scope": list(self.scope)}
+        if self.query is not None:
+            name = next(k for k, (cls, _, _) in QUERY_CODECS.items() if type(self.query) is cls)
+            out["query"] = {"type": name, **QUERY_CODECS[name][1](self.query)}
+        out["values"] = np.asarray(self.values).tolist()
+        out["noise_std"] = float(self.noise_std)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> NoisyStatistic:
+        """Inverse of :meth:`to_dict`."""
+        query = None
+        if data.get("query") is not None:
+            spec = dict(data["query"])
+            query = QUERY_CODECS[spec.pop("type")][2](spec)
+        return cls(
+            data["kind"],
+            data["stage"],
+            query,
+            np.array(data["values"], dtype=np.float64),
+            float(data["noise_std"]),
+            tuple(int(c) for c in data.get("scope", ())),
+        )
+
+
+def _codec(
+    cls: type, encode: Callable[[Any], dict[str, Any]], decode: Callable[[dict[str, Any]], Any]
+) -> tuple[type, Callable[[Any], dict[str, Any]], Callable[[dict[str, Any]], Any]]:
+    return cls, encode, decode
+
+
+QUERY_CODECS: dict[str, tuple[type, Callable[[Any], dict[str, Any]], Callable[[Any], Any]]] = {
+    "chebyshev_products": _codec(
+        BasisSet,
+        lambda q: {
+            "function": "prod_i T_{r_i}(x_scaled_i), T_r(x) = cos(r arccos x)",
+            "d": q.d,
+            "degree": q.degree,
+            "multi_indices": q.indices.tolist(),
+        },
+        lambda s: BasisSet(
+            int(s["d"]),
+            int(s["degree"]),
+            np.array(s["multi_indices"], np.int64).reshape(-1, s["d"]),
+        ),
+    ),
+    "histogram_cells": _codec(
+        HistogramBasis,
+        lambda q: {"cells": "equal cells of [-1, 1] per column", "d": q.d, "bins": q.bins},
+        lambda s: HistogramBasis(int(s["d"]), int(s["bins"])),
+    ),
+    "spread_factor_pairs": _codec(
+        FactorPairs,
+        lambda q: {
+            "function": "p_i(x_scaled_i) p_j(x_scaled_j), p_i = sum_r c_ir T_r, |p_i| <= 1",
+            "coefficients": q.coefficients.tolist(),
+            "pairs": q.pairs.tolist(),
+        },
+        lambda s: FactorPairs(
+            np.array(s["coefficients"], np.float64), np.array(s["pairs"], np.int64).reshape(-1, 2)
+        ),
+    ),
+    "directions": _codec(
+        ProjectionBasis,
+        lambda q: {"function": "T_2(v . x_scaled), ||v||_1 = 1", "vectors": q.directions.tolist()},
+        lambda s: ProjectionBasis(np.array(s["vectors"], np.float64)),
+    ),
+    "subspace": _codec(
+        SubspaceEstimate,
+        lambda q: {"vectors": q.vectors.tolist(), "eigenvalues": q.values.tolist()},
+        lambda s: SubspaceEstimate(
+            np.array(s["vectors"], np.float64), np.array(s["eigenvalues"], np.float64)
+        ),
+    ),
+}
+"""How each kind of query object is written to and read from JSON: ``name -> (type, encode,
+decode)``. A new kind of query registers its codec here."""
+
+
+FitReader = Callable[["NoisySummary", NoisyStatistic], list[Measurement]]
+FIT_READERS: dict[str, FitReader] = {}
+"""Measurements for the fit of statistic kinds beyond the built-in ones (histograms, the
+relations of the basis and the factor pairs, the directions), which :func:`measurements` reads
+itself: ``kind -> reader(summary, statistic)``."""
+
+
+@dataclass(frozen=True)
 class NoisySummary:
     """Everything the mechanism releases before post-processing; all of it is DP.
 
+    The statistics are a list of :class:`NoisyStatistic`; the properties below are views of it
+    (``None`` or empty where a kind was not measured).
+
     Attributes:
         bounds: column names and public bounds.
-        basis: the multi-indices.
         noisy_count: the count the release normalises by: the count plus noise, pooled with the
             histogram totals (and the pooled histogram's) when no column is nullable
-            (:func:`pooled_count`).
+            (:func:`.measure.pooled_count`).
+        statistics: every noisy statistic, in the order released.
         count_alone: the count plus noise before pooling (``None``: not pooled).
-        noisy_sums: basis sums plus noise, ``(R,)``.
-        basis_noise_std: ``(R,)`` standard deviation of the noise of each basis sum.
-        histograms: ``(d, B)`` one-way histogram counts plus noise (cells of [-1, 1]).
-        histogram_noise_std: standard deviation of the noise of each count.
-        null_counts: ``(d,)`` noisy null counts (the histograms' null cells; ``NaN`` for a column
-            not declared nullable), or ``None`` when no column is.
-        pca: PSI output when the ``psi`` strategy ran.
-        directions: the k private directions measured after PSI.
-        direction_sums: ``T_2`` sums along them plus noise, ``(k,)``.
-        direction_noise_std: standard deviation of the noise of each direction sum.
-        factor_pairs: the pair terms measured on spread factors (``pair_factors: spread``).
-        factor_sums: their sums plus noise, ``(R_f,)`` (released with the basis sums).
-        factor_noise_std: standard deviation of the noise of each factor pair sum.
         noise: the noise's distribution, ``laplace`` (pure epsilon-DP) or ``gaussian``.
         levels: ``(d,)`` lattice points per column from the config (0: continuous), or ``None``:
-            public; every later stage (marginals, spread factors, candidates, fit) reads them
-            here, and summary.json keeps them for a retry.
-        pooled_histogram: ``(B,)`` counts of every value of the continuous columns in one
-            histogram (the histograms' cells) plus noise, where the budget pooled them
-            (docs/privacy.md section 3f); ``None`` where not.
-        pooled_noise_std: standard deviation of the noise of each pooled count.
-        pooled_columns: the columns pooled, ``(m,)``.
+            public; every later stage reads them here, and summary.json keeps them for a retry.
+        plan: the budget plan the statistics were measured by (:mod:`.plan`), as printed.
     """
 
     bounds: PublicBounds
-    basis: BasisSet
     noisy_count: float
-    noisy_sums: np.ndarray
-    basis_noise_std: np.ndarray
-    histograms: np.ndarray | None = None
-    histogram_noise_std: float = 0.0
-    null_counts: np.ndarray | None = None
-    pca: SubspaceEstimate | None = None
-    directions: ProjectionBasis | None = None
-    direction_sums: np.ndarray | None = None
-    direction_noise_std: float = 0.0
+    statistics: tuple[NoisyStatistic, ...] = ()
     count_alone: float | None = None
-    factor_pairs: FactorPairs | None = None
-    factor_sums: np.ndarray | None = None
-    factor_noise_std: float = 0.0
     noise: Literal["laplace", "gaussian"] = "laplace"
     levels: np.ndarray | None = None
-    pooled_histogram: np.ndarray | None = None
-    pooled_noise_std: float = 0.0
-    pooled_columns: np.ndarray | None = None
+    plan: dict[str, Any] | None = None
+
+    def with_statistics(self, *added: NoisyStatistic) -> NoisySummary:
+        """This summary with ``added`` appended."""
+        return replace(self, statistics=(*self.statistics, *added))
+
+    def of_kind(self, kind: str) -> list[NoisyStatistic]:
+        """The statistics of ``kind``, in the order released."""
+        return [s for s in self.statistics if s.kind == kind]
+
+    def _one(self, kind: str) -> NoisyStatistic | None:
+        found = self.of_kind(kind)
+        return found[-1] if found else None
+
+    @property
+    def basis(self) -> BasisSet:
+        """The Chebyshev products measured (empty where none)."""
+        parts = [s.query for s in self.of_kind("basis")]
+        d = self.bounds.d
+        if not parts:
+            return BasisSet(d, 1, np.zeros((0, d), dtype=np.int64))
+        return BasisSet(
+            d, max(1, *(p.degree for p in parts)), np.vstack([p.indices for p in parts])
+        )
+
+    @property
+    def noisy_sums(self) -> np.ndarray:
+        """The basis sums plus noise, ``(R,)``."""
+        return np.concatenate([np.zeros(0), *(s.values for s in self.of_kind("basis"))])
+
+    @property
+    def basis_noise_std(self) -> np.ndarray:
+        """``(R,)`` standard deviation of the noise of each basis sum."""
+        return np.concatenate(
+            [np.zeros(0), *(np.full(s.values.size, s.noise_std) for s in self.of_kind("basis"))]
+        )
+
+    @property
+    def histograms(self) -> np.ndarray | None:
+        """``(d, B)`` one-way histogram counts plus noise (cells of [-1, 1])."""
+        found = self._one("histograms")
+        return None if found is None else found.values
+
+    @property
+    def histogram_noise_std(self) -> float:
+        found = self._one("histograms")
+        return 0.0 if found is None else found.noise_std
+
+    @property
+    def null_counts(self) -> np.ndarray | None:
+        """``(d,)`` noisy null counts (``NaN`` for a column not declared nullable), or ``None``."""
+        found = self._one("null_counts")
+        return None if found is None else found.values
+
+    @property
+    def pooled_histogram(self) -> np.ndarray | None:
+        """``(B,)`` counts of every value of the continuous columns in one histogram plus noise,
+        where the budget pooled them (docs/privacy.md section 3f)."""
+        found = self._one("pooled_histogram")
+        return None if found is None else found.values
+
+    @property
+    def pooled_noise_std(self) -> float:
+        found = self._one("pooled_histogram")
+        return 0.0 if found is None else found.noise_std
+
+    @property
+    def pooled_columns(self) -> np.ndarray | None:
+        found = self._one("pooled_histogram")
+        return None if found is None else np.array(found.scope, dtype=np.int64)
+
+    @property
+    def factor_pairs(self) -> FactorPairs | None:
+        """The pair terms measured on spread factors, every round's together."""
+        parts = self.of_kind("factor_pairs")
+        if not parts:
+            return None
+        return FactorPairs(parts[0].query.coefficients, np.vstack([s.query.pairs for s in parts]))
+
+    @property
+    def factor_sums(self) -> np.ndarray | None:
+        parts = self.of_kind("factor_pairs")
+        return np.concatenate([s.values for s in parts]) if parts else None
+
+    @property
+    def factor_noise_std(self) -> float:
+        """The noise std of the last factor-pair measurement (every one is at the same noise)."""
+        found = self._one("factor_pairs")
+        return 0.0 if found is None else found.noise_std
+
+    @property
+    def pca(self) -> SubspaceEstimate | None:
+        """PSI's output (eigenvalues in count units) where the ``psi`` strategy ran."""
+        found = self._one("pca")
+        return None if found is None else found.query
+
+    @property
+    def directions(self) -> ProjectionBasis | None:
+        found = self._one("directions")
+        return None if found is None else found.query
+
+    @property
+    def direction_sums(self) -> np.ndarray | None:
+        found = self._one("directions")
+        return None if found is None else found.values
+
+    @property
+    def direction_noise_std(self) -> float:
+        found = self._one("directions")
+        return 0.0 if found is None else found.noise_std
 
     @property
     def normalised(self) -> np.ndarray:
@@ -341,129 +535,38 @@ class NoisySummary:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> NoisySummary:
         """Inverse of :meth:`to_dict` (a retry reloads the persisted summary with it)."""
-        if "basis_noise_std" not in data:
+        if "statistics" not in data:
             raise ValueError(
                 "the persisted statistics predate this version of the mechanism "
-                "(no noise scales); release under a new release id"
+                "(no statistics list); release under a new release id"
             )
-        indices = np.array(data["multi_indices"], dtype=np.int64)
-        d = len(data["columns"])
         bounds = PublicBounds(
             tuple(data["columns"]), np.array(data["lower"], float), np.array(data["upper"], float)
         )
-        basis = BasisSet(d, int(indices.max(initial=1)), indices.reshape(-1, d))
-        noisy_count = float(data["noisy_count"])
-        summary = cls(
+        return cls(
             bounds,
-            basis,
-            noisy_count,
-            np.array(data["noisy_sums"], float),
-            np.broadcast_to(np.array(data["basis_noise_std"], float), (basis.size,)).copy(),
+            float(data["noisy_count"]),
+            tuple(NoisyStatistic.from_dict(s) for s in data["statistics"]),
+            None if data.get("count_alone") is None else float(data["count_alone"]),
+            "gaussian" if data.get("noise") == "gaussian" else "laplace",
+            None if data.get("levels") is None else np.array(data["levels"], dtype=np.int64),
+            data.get("budget_plan"),
         )
-        summary.noise = "gaussian" if data.get("noise") == "gaussian" else "laplace"
-        if "levels" in data:
-            summary.levels = np.array(data["levels"], dtype=np.int64)
-        if "histograms" in data:
-            summary.histograms = np.array(data["histograms"]["noisy_counts"], float)
-            summary.histogram_noise_std = float(data["histograms"]["noise_std"])
-            if "count_alone" in data:
-                summary.count_alone = float(data["count_alone"])
-            if "noisy_null_counts" in data["histograms"]:
-                summary.null_counts = np.array(data["histograms"]["noisy_null_counts"], float)
-        if "pooled_histogram" in data:
-            summary.pooled_histogram = np.array(data["pooled_histogram"]["noisy_counts"], float)
-            summary.pooled_noise_std = float(data["pooled_histogram"]["noise_std"])
-            summary.pooled_columns = np.array(data["pooled_histogram"]["columns"], dtype=np.int64)
-        if "pca" in data:
-            summary.pca = SubspaceEstimate(
-                np.array(data["pca"]["vectors"], float),
-                np.array(data["pca"]["eigenvalues"], float) * max(noisy_count, 1.0),
-            )
-        if "directions" in data:
-            summary.directions = ProjectionBasis(np.array(data["directions"]["vectors"], float))
-            summary.direction_sums = np.array(data["directions"]["noisy_sums"], float)
-            summary.direction_noise_std = float(data["directions"]["noise_std"])
-        if "factor_pairs" in data:
-            summary.factor_pairs = FactorPairs(
-                np.array(data["factor_pairs"]["coefficients"], float),
-                np.array(data["factor_pairs"]["pairs"], dtype=np.int64).reshape(-1, 2),
-            )
-            summary.factor_sums = np.array(data["factor_pairs"]["noisy_sums"], float)
-            summary.factor_noise_std = float(data["factor_pairs"]["noise_std"])
-        return summary
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form of the summary (the ``summary.json`` of a release)."""
-        out: dict[str, Any] = {
+        return {
             "columns": list(self.bounds.columns),
             "lower": self.bounds.lower.tolist(),
             "upper": self.bounds.upper.tolist(),
             "scaling": "x_scaled = 2 (x - lower) / (upper - lower) - 1, clamped to [-1, 1]",
-            "basis_function": "prod_i T_{r_i}(x_scaled_i), T_r = Chebyshev polynomial = cos(r "
-            "arccos x)",
             "noisy_count": self.noisy_count,
-            **(
-                {}
-                if self.count_alone is None
-                else {
-                    "count_alone": self.count_alone,
-                    "count_pooling": "noisy_count = inverse-variance mean of count_alone, the d "
-                    "histogram totals and the pooled histogram's total over its "
-                    "columns where measured (post-processing)",
-                }
-            ),
+            "count_alone": self.count_alone,
             "noise": self.noise,
-            **(
-                {}
-                if self.levels is None
-                else {
-                    "levels": [int(v) for v in self.levels],
-                    "levels_meaning": "lattice points per column from the config (0: continuous); "
-                    "public",
-                }
-            ),
-            "multi_indices": self.basis.indices.tolist(),
-            "noisy_sums": self.noisy_sums.tolist(),
-            "noisy_means": self.normalised.tolist(),
-            "basis_noise_std": self.basis_noise_std.tolist(),
+            "levels": None if self.levels is None else [int(v) for v in self.levels],
+            "budget_plan": self.plan,
+            "statistics": [s.to_dict() for s in self.statistics],
         }
-        if self.histograms is not None:
-            out["histograms"] = {
-                "cells": "equal cells of [-1, 1] in the scaled units, per column",
-                "noisy_counts": self.histograms.tolist(),
-                "noise_std": self.histogram_noise_std,
-            }
-            if self.null_counts is not None:
-                out["histograms"]["noisy_null_counts"] = self.null_counts.tolist()
-        if self.pooled_histogram is not None and self.pooled_columns is not None:
-            out["pooled_histogram"] = {
-                "cells": "the histograms' cells; every value of the pooled columns counted once",
-                "columns": self.pooled_columns.tolist(),
-                "noisy_counts": self.pooled_histogram.tolist(),
-                "noise_std": self.pooled_noise_std,
-            }
-        if self.pca is not None:
-            out["pca"] = {
-                "vectors": self.pca.vectors.tolist(),
-                "eigenvalues": (self.pca.values / max(self.noisy_count, 1.0)).tolist(),
-            }
-        if self.directions is not None and self.direction_sums is not None:
-            out["directions"] = {
-                "function": "T_2(v . x_scaled), ||v||_1 = 1",
-                "vectors": self.directions.directions.tolist(),
-                "noisy_sums": self.direction_sums.tolist(),
-                "noise_std": self.direction_noise_std,
-            }
-        if self.factor_pairs is not None and self.factor_sums is not None:
-            out["factor_pairs"] = {
-                "function": "p_i(x_scaled_i) p_j(x_scaled_j), p_i = sum_r c_ir T_r, |p_i| <= 1 on "
-                "[-1, 1]",
-                "coefficients": self.factor_pairs.coefficients.tolist(),
-                "pairs": self.factor_pairs.pairs.tolist(),
-                "noisy_sums": self.factor_sums.tolist(),
-                "noise_std": self.factor_noise_std,
-            }
-        return out
 
 
 def basis_groups(basis: BasisSet) -> np.ndarray:
@@ -572,4 +675,8 @@ def measurements(
                 relations=np.ones(1, dtype=bool),
             )
         )
+    for statistic in summary.statistics:  # kinds registered beyond the built-in ones
+        reader = FIT_READERS.get(statistic.kind)
+        if reader is not None:
+            out.extend(reader(summary, statistic))
     return out

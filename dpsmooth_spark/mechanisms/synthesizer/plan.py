@@ -1,0 +1,251 @@
+"""The budget plan of a synthesize release: how its budget splits over the statistics, computed
+from public inputs alone (the config, the public bounds and levels, the noisy count) before any
+statistic but the count is measured. The manifest prints it; docs/privacy.md section 5 states
+the split.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dpsmooth_spark.core.chebyshev import BasisSet
+from dpsmooth_spark.core.marginals import SHARED_SHAPE_MIN_COLUMNS, largest_shrinkage_factor
+from dpsmooth_spark.mechanisms.stages import noise_std
+from dpsmooth_spark.mechanisms.synthesizer.params import (
+    ANCHOR_PICK_SELECTION,
+    SynthesizerParams,
+    choose_basis,
+    missing_pairs,
+    pickable_anchor_pairs,
+    selectable_pairs,
+)
+from dpsmooth_spark.privacy import sensitivity
+from dpsmooth_spark.privacy.accountant import PrivacyAccountant
+
+
+@dataclass(frozen=True)
+class BudgetPlan:
+    """Which statistics a release measures and the share of the whole budget each gets.
+
+    Attributes:
+        strategy: where the candidates' correlation comes from: ``moments`` or ``psi``.
+        basis: the Chebyshev products (and first-order pairs) chosen up front.
+        selected: first-order pairs the pair selection adds.
+        picks: anchor pairs picked privately where the anchor pairs are too noisy to measure.
+        count: share of the noisy count.
+        marginals: share of the one-way histograms (with the pooled histogram's, if any).
+        pooled: whether the pooled histogram is measured (``pooled_fraction`` of ``marginals``).
+        histogram_cells: cells of each one-way histogram.
+        relations: share of the basis sums, the selected pairs and the anchor picks together.
+        selection: share of the pair selection's noisy top-k (part of ``relations``).
+        per_function: share of each basis function's sum (the same for chosen and picked pairs).
+        psi: share of Private Subspace Iteration (0 where it does not run).
+        directions: share of the second moments along PSI's directions.
+    """
+
+    strategy: str
+    basis: BasisSet
+    selected: int
+    picks: int
+    count: float
+    marginals: float
+    pooled: bool
+    histogram_cells: int
+    relations: float
+    selection: float
+    per_function: float
+    psi: float
+    directions: float
+
+    def to_dict(self, pooled_fraction: float) -> dict[str, Any]:
+        """The plan as the manifest prints it: each stage's share of the budget and what it buys."""
+        pooled = self.marginals * pooled_fraction if self.pooled else 0.0
+        shares = {
+            "count": self.count,
+            "histograms": self.marginals - pooled,
+            "pooled_histogram": pooled,
+            "basis_sums": self.per_function * self.basis.size,
+            "pair_selection": self.selection,
+            "selected_pairs": self.per_function * self.selected,
+            "anchor_selection": self.relations * ANCHOR_PICK_SELECTION if self.picks else 0.0,
+            "anchor_pairs": self.relations * (1.0 - ANCHOR_PICK_SELECTION) if self.picks else 0.0,
+            "psi": self.psi,
+            "directions": self.directions,
+        }
+        return {
+            "shares": {k: float(v) for k, v in shares.items() if v > 0},
+            "candidate_strategy": self.strategy,
+            "basis_functions": self.basis.size,
+            "selected_pairs": self.selected,
+            "anchor_picks": self.picks,
+            "histogram_cells": self.histogram_cells,
+        }
+
+
+def plan_budget(
+    params: SynthesizerParams,
+    columns: tuple[str, ...],
+    noisy_count: float,
+    accountant: PrivacyAccountant,
+    cells: int,
+    lattice: np.ndarray | None = None,
+) -> BudgetPlan:
+    """The release's plan from public values: the config (``params``), the column names, the
+    data pass's histogram ``cells``, the ``lattice`` levels per column (0 continuous) and the
+    noisy count. ``accountant`` converts shares to noise scales; nothing is charged."""
+    d = len(columns)
+    rest = 1.0 - params.count_fraction
+    anchors = tuple(columns.index(c) for c in params.pair_columns)
+    share = rest * (1.0 - params.marginal_fraction)
+    basis = choose_basis(
+        params, d, noisy_count, accountant, accountant.share(share), anchors, lattice
+    )
+    selected = selectable_pairs(params, basis, noisy_count, accountant, accountant.share(share))
+    strategy = params.candidate_strategy
+    if strategy == "auto":
+        strategy = (
+            "psi"
+            if not all_pairs_of(basis)
+            and not selected
+            and d >= 2
+            and _psi_affordable(params, d, noisy_count, accountant)
+            else "moments"
+        )
+    extra = params.psi_fraction + params.directions_fraction if strategy == "psi" else 0.0
+    basis_share = rest * (1.0 - params.marginal_fraction) - extra
+    picks = 0  # every anchor pair too noisy to measure: a few of them picked and measured instead
+    if anchors and basis.size == 0 and not selected and basis_share > 0:
+        anchor_pairs = (
+            BasisSet(d, 1, np.zeros((0, d), dtype=np.int64)).with_anchor_pairs(anchors).size
+        )
+        picks = pickable_anchor_pairs(
+            params, anchor_pairs, noisy_count, accountant, accountant.share(basis_share)
+        )
+    if basis.size == 0 and not selected and not picks:
+        marginal_share, share = rest - extra, 0.0
+    else:
+        marginal_share, share = rest * params.marginal_fraction, basis_share
+    if share < 0 or marginal_share <= 0:
+        raise ValueError(
+            "count, PSI and direction fractions leave no budget for the histograms and basis sums"
+        )
+    if strategy == "psi" and (basis.size or selected):
+        basis = choose_basis(
+            params, d, noisy_count, accountant, accountant.share(share), anchors, lattice
+        )
+        selected = selectable_pairs(params, basis, noisy_count, accountant, accountant.share(share))
+    # every basis function, chosen up front or picked later, gets the same noise: the basis's
+    # share less the selection's, split in proportion to the number of functions; where the
+    # budget affords every missing pair, none is picked and the selection's share is not spent
+    select_share = share * params.selection_fraction if 0 < selected < missing_pairs(basis) else 0.0
+    per_function = (share - select_share) / max(basis.size + selected, 1)
+    marginal_budget = accountant.share(marginal_share)
+    bins = params.marginal_bins or histogram_bins(
+        noisy_count, accountant, marginal_budget, d, cells
+    )
+    continuous = np.arange(d) if lattice is None else np.flatnonzero(np.asarray(lattice) < 2)
+    pooled = pools_histograms(
+        params, accountant, noisy_count, marginal_budget, d, continuous.size, bins
+    )
+    return BudgetPlan(
+        strategy=strategy,
+        basis=basis,
+        selected=selected,
+        picks=picks,
+        count=params.count_fraction,
+        marginals=marginal_share,
+        pooled=pooled,
+        histogram_cells=bins,
+        relations=share,
+        selection=select_share,
+        per_function=per_function,
+        psi=params.psi_fraction if strategy == "psi" else 0.0,
+        directions=params.directions_fraction if strategy == "psi" else 0.0,
+    )
+
+
+PSI_NOISE_TARGET = 0.05
+"""``candidate_strategy: auto`` runs PSI only when the noise of one entry of its normalised matrix
+product, predicted from the noisy count, is below this; else the budget goes to the basis."""
+
+
+POOL_FACTOR = 0.5
+"""``pooled_histogram: auto`` pools where the James-Stein factor of the histogram farthest from
+uniform would be below this at the marginals' whole budget: a typical histogram then keeps
+little of its own shape (:func:`pools_histograms`; docs/decisions/0004)."""
+
+
+def all_pairs_of(basis: BasisSet) -> bool:
+    """Whether ``basis`` has ``T_1(x_i) T_1(x_j)`` for every pair of columns."""
+    return basis.d < 2 or missing_pairs(basis) <= 0
+
+
+def pools_histograms(
+    params: SynthesizerParams,
+    accountant: PrivacyAccountant,
+    noisy_count: float,
+    budget: float,
+    d: int,
+    continuous: int,
+    bins: int,
+) -> bool:
+    """Whether the marginals' ``budget`` measures the pooled histogram of the ``continuous``
+    columns too (``params.pooled_histogram``; public values only): under pure epsilon-DP, with
+    at least :data:`core.marginals.SHARED_SHAPE_MIN_COLUMNS` continuous columns, where even
+    the histogram farthest from uniform would keep little of its shape at the noise of the whole
+    ``budget`` (its James-Stein factor bound below :data:`POOL_FACTOR`, ``bins`` cells).
+
+    Each of ``d`` histograms then shows little of its own column, but one histogram of every
+    continuous column's values costs a sensitivity of ``m`` for ``n m`` values: its shares have
+    ``sqrt(m)`` times less noise than the mean of the ``m`` histograms at the same budget (WDBC
+    at epsilon 0.1: 5.5x), and that mean is the shape the swamped histograms were shrunk towards
+    (docs/mechanisms.md, "candidates"). Under zCDP its L2 sensitivity is ``m`` as well, which
+    gains nothing over the histograms' ``sqrt(d)``."""
+    if params.pooled_histogram == "off" or continuous < SHARED_SHAPE_MIN_COLUMNS:
+        return False
+    if params.pooled_histogram == "on":
+        return True  # under zCDP, release_pooled_histogram refuses it
+    if not accountant.pure:
+        return False
+    share_std = histogram_count_std(accountant, budget, d) / max(noisy_count, 1.0)
+    return largest_shrinkage_factor(bins, share_std) < POOL_FACTOR
+
+
+def histogram_count_std(accountant: PrivacyAccountant, budget: float, d: int) -> float:
+    """Noise standard deviation of one count of ``d`` histograms released with ``budget``."""
+    sens = sensitivity.histograms_l1(d) if accountant.pure else sensitivity.histograms_l2(d)
+    return noise_std(accountant.noise_scale(sens, budget), accountant)
+
+
+def histogram_bins(
+    noisy_count: float, accountant: PrivacyAccountant, budget: float, d: int, cells: int
+) -> int:
+    """Cells per histogram from public values: the power of two nearest ``(n~ / std)^(2/3)``
+    (``std`` the noise of one count; more records per unit of noise buy a finer histogram),
+    in ``[4, 64]`` and dividing ``cells``. Chosen with ``python -m benchmarks fidelity``."""
+    wanted = (max(noisy_count, 1.0) / histogram_count_std(accountant, budget, d)) ** (2.0 / 3.0)
+    bins = 2 ** int(np.clip(round(math.log2(max(wanted, 1.0))), 2, 6))
+    while cells % bins:
+        bins //= 2
+    return max(bins, 1)
+
+
+def psi_sensitivity(params: SynthesizerParams, d: int, accountant: PrivacyAccountant) -> float:
+    k = min(params.pca_dim or 2, d)
+    return sensitivity.psi_product_l1(d, k) if accountant.pure else sensitivity.psi_product_l2(d)
+
+
+def _psi_affordable(
+    params: SynthesizerParams, d: int, noisy_count: float, accountant: PrivacyAccountant
+) -> bool:
+    """Whether PSI's per-entry noise, normalised by the noisy count, is below PSI_NOISE_TARGET."""
+    scale = accountant.noise_scale(
+        psi_sensitivity(params, d, accountant),
+        accountant.share(params.psi_fraction),
+        params.pca_iterations,
+    )
+    return scale / max(noisy_count, 1.0) <= PSI_NOISE_TARGET

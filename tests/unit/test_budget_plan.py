@@ -1,0 +1,80 @@
+"""The budget plan: computed from public inputs alone, spent as planned."""
+
+import numpy as np
+import pytest
+
+from dpsmooth_spark.core.kernel import partial_sums
+from dpsmooth_spark.mechanisms.synthesizer import ArraySynthesizer, SynthesizerParams
+from dpsmooth_spark.mechanisms.synthesizer.plan import plan_budget
+from dpsmooth_spark.privacy.accountant import PrivacyAccountant
+
+
+def _same(a, b) -> bool:
+    return a.to_dict(0.9) == b.to_dict(0.9) and np.array_equal(a.basis.indices, b.basis.indices)
+
+
+def _table(rng, n=3000, d=6):
+    z = rng.multivariate_normal(np.zeros(d), 0.5 * np.eye(d) + 0.5, size=n)
+    data = {f"x{i}": np.clip(z[:, i], -3, 3) for i in range(d)}
+    data["label"] = (z[:, 0] > 0).astype(float)
+    return data, {c: (-3.0, 3.0) for c in data if c != "label"} | {"label": (0.0, 1.0)}
+
+
+@pytest.mark.parametrize("epsilon, delta", [(0.1, 0.0), (1.0, 0.0), (10.0, 0.0), (1.0, 1e-6)])
+def test_plan_charges_nothing_and_depends_on_public_inputs_alone(epsilon, delta):
+    params = SynthesizerParams(pair_columns=("label",))
+    columns = tuple(f"x{i}" for i in range(6)) + ("label",)
+    lattice = np.array([0] * 6 + [2])
+    accountant = PrivacyAccountant(epsilon, delta)
+    plan = plan_budget(params, columns, 3000.0, accountant, 256, lattice)
+    assert accountant.charges == []  # planning spends nothing
+    again = plan_budget(params, columns, 3000.0, PrivacyAccountant(epsilon, delta), 256, lattice)
+    assert _same(plan, again)
+    shares = plan.to_dict(params.pooled_fraction)["shares"]
+    assert sum(shares.values()) <= 1.0 + 1e-12
+    assert shares["count"] == params.count_fraction
+
+
+@pytest.mark.parametrize("epsilon, delta", [(0.1, 0.0), (1.0, 0.0), (10.0, 0.0), (1.0, 1e-6)])
+def test_a_release_spends_what_its_plan_says(epsilon, delta):
+    """Every stage the accountant charged is a stage of the plan, at the planned share; the
+    pair selection and the picked pairs may spend less (fewer resolvable pairs than planned
+    picks leave their share unspent), never more."""
+    data, bounds = _table(np.random.default_rng(0))
+    params = SynthesizerParams(pair_columns=("label",), candidates=2000)
+    synth = ArraySynthesizer(
+        epsilon, bounds, delta, params, random_state=0, levels={"label": 2}
+    ).fit(data)
+    planned = synth.result_.summary.plan["shares"]
+    total = epsilon if delta == 0 else synth.accountant_.total_rho
+    spent: dict[str, float] = {}
+    for charge in synth.accountant_.charges:
+        spent[charge.stage] = spent.get(charge.stage, 0.0) + (
+            charge.epsilon if delta == 0 else charge.rho
+        )
+    assert set(spent) <= set(planned)
+    for stage, amount in spent.items():
+        if stage in ("pair_selection", "selected_pairs"):
+            assert amount / total <= planned[stage] * (1 + 1e-9), stage
+        else:
+            assert amount / total == pytest.approx(planned[stage], rel=1e-9), stage
+    assert sum(spent.values()) <= total * (1 + 1e-9)
+
+
+def test_the_exact_sums_do_not_enter_the_plan():
+    """Two tables of the same shape give the same plan for the same noisy count."""
+    params = SynthesizerParams()
+    plans = []
+    for seed in range(2):
+        data, bounds = _table(np.random.default_rng(seed))
+        columns = tuple(bounds)
+        sums = partial_sums(
+            [np.column_stack([data[c] for c in columns])],
+            np.array([b[0] for b in bounds.values()]),
+            np.array([b[1] for b in bounds.values()]),
+            params.pass_spec(len(columns)),
+        )
+        plans.append(
+            plan_budget(params, columns, 3000.0, PrivacyAccountant(1.0), sums.histograms.shape[1])
+        )
+    assert _same(*plans)
