@@ -1,0 +1,250 @@
+"""Release quality, seeded: measured relations come back, and what they imply.
+
+Every release here is seeded (test mode), so each assertion is deterministic: it fails only when
+the code changes. The false-failure rate a test states is measured over the other seeds it
+names (0 where every seed tried passes with the stated margin).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from dpsmooth_spark.mechanisms.synthesizer import ArraySynthesizer, SynthesizerParams
+from tests.unit.synthesizer_tables import (
+    correlated_table,
+    fitted_correlation,
+)
+
+pytestmark = pytest.mark.quality
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_pairs_measured_only_through_a_label_come_out_as_the_label_implies(seed):
+    """A 0/1 label and 12 skewed columns, 3000 rows, epsilon 2; only the label's pairs are
+    measured (no pair selection). Two columns follow the label (fitted correlation 0.82-0.87), ten
+    do not. Given
+    the label, the maximum-entropy fit makes the columns independent, so two columns' correlation
+    is ``r_iL r_jL``. Where that is below the candidates' chance (two deviations, 0.032 here), the
+    fit alone misses it by up to 0.037-0.047 (the candidates' own correlation); with
+    ``unrelated_independent`` by at most 0.002. The two strong columns' correlation (0.68-0.74,
+    above the chance) stays as fitted (within 1e-3), and every column's mean and variance too.
+    Seeded; all three seeds are checked, none was left out."""
+    from dpsmooth_spark.core.marginals import weighted_correlation
+
+    rng = np.random.default_rng(7)
+    label = rng.integers(0, 2, 3000).astype(float)
+    table = {"label": label}
+    for i in range(12):
+        x = rng.beta(2, 5, 3000)
+        table[f"f{i}"] = (
+            np.clip(0.5 * x + 0.5 * label * rng.uniform(0.6, 1.0, 3000), 0, 1) if i < 2 else x
+        )
+    bounds = {c: (0.0, 1.0) for c in table}
+    upper = np.triu_indices(13, 1)
+    runs = {}
+    for flag in (True, False):
+        result = (
+            ArraySynthesizer(
+                2.0,
+                bounds,
+                params=SynthesizerParams(
+                    pair_columns=("label",), pair_selection="off", unrelated_independent=flag
+                ),
+                levels={"label": 2},
+                random_state=seed,
+            )
+            .fit(table)
+            .result_
+        )
+        assert result.summary.factor_pairs.size == 12
+        uncovered = ~result.summary.covered_pairs()[upper]
+        assert uncovered.sum() == 66  # every pair without the label
+        corr = weighted_correlation(result.candidates, result.weights)
+        implied = np.outer(corr[0], corr[0])  # r_iL r_jL
+        small = uncovered & (
+            np.abs(implied[upper]) < 2.0 / np.sqrt(1.0 / np.sum(result.weights**2))
+        )
+        assert small.sum() >= 50  # of 66: the strong pair and a few more are above it
+        moments = np.cov(result.candidates.T, aweights=result.weights)
+        runs[flag] = (
+            np.abs(corr[upper] - implied[upper])[small].max(),
+            corr[1, 2],
+            np.diag(moments),
+        )
+    (matched, strong, variances), (fitted, strong_fitted, variances_fitted) = (
+        runs[True],
+        runs[False],
+    )
+    assert matched < 0.002 and fitted > 0.02, (matched, fitted)
+    assert abs(strong - strong_fitted) < 1e-3 and strong > 0.6
+    np.testing.assert_allclose(variances, variances_fitted, rtol=1e-3)
+
+
+def test_a_hubs_biased_histogram_does_not_make_the_fit_invent_relations():
+    """A 0/1 label independent of 40 skewed columns (2000 rows, epsilon 1, 5000 candidates),
+    whose noisy histogram is then moved by 15% of the rows toward 1 (its mean off by about 0.3,
+    as digits' label's was in two of 16 releases at epsilon 1). With ``hub_means: false`` the
+    fit keeps that marginal and explains the pair answers by relations: mean |corr| of the label
+    with the columns 0.12 and 0.09 in seeds 0 and 2 (0.010-0.015 in 1 and 3, where the fit moved
+    the label's mean instead). With ``hub_means`` the pairs put the mean back: at most 0.017 in
+    every seed, and the fitted mean closer to the data's in every seed. Seeded; all four seeds
+    are checked."""
+    from dpsmooth_spark.core.marginals import weighted_correlation
+    from dpsmooth_spark.mechanisms.synthesizer import fit_from_summary
+
+    rng = np.random.default_rng(10)
+    shapes = np.linspace(0.5, 6.0, 40)
+    table = {f"x{i}": rng.beta(shapes[i], shapes[::-1][i], 2000) for i in range(40)}
+    table["label"] = rng.integers(0, 2, 2000).astype(float)
+    bounds = {c: (0.0, 1.0) for c in table}
+    true_mean = 2 * table["label"].mean() - 1
+    invented = []
+    for seed in range(4):
+        params = SynthesizerParams(pair_columns=("label",), candidates=5000)
+        summary = (
+            ArraySynthesizer(1.0, bounds, params=params, levels={"label": 2}, random_state=seed)
+            .fit(table)
+            .result_.summary
+        )
+        label = summary.bounds.columns.index("label")
+        histograms = summary.histograms.copy()
+        histograms[label, 0] -= 0.15 * summary.noisy_count
+        histograms[label, -1] += 0.15 * summary.noisy_count
+        biased = dataclasses.replace(  # keeps the label's levels
+            summary,
+            statistics=tuple(
+                dataclasses.replace(s, values=histograms) if s.kind == "histograms" else s
+                for s in summary.statistics
+            ),
+        )
+        found = {}
+        for flag in (False, True):
+            result = fit_from_summary(
+                biased, params.model_copy(update={"hub_means": flag}), np.random.default_rng(seed)
+            )
+            corr = np.delete(weighted_correlation(result.candidates, result.weights)[label], label)
+            found[flag] = (
+                np.abs(corr).mean(),
+                abs(result.weights @ result.candidates[:, label] - true_mean),
+            )
+        assert found[True][0] < 0.03, (seed, found)
+        assert found[True][1] < found[False][1], (seed, found)
+        invented.append(found[False][0])
+    assert max(invented) > 0.06, invented  # the failure that hub_means prevents
+
+
+def narrow_table() -> tuple[dict, dict, np.ndarray]:
+    """Four t (3 degrees of freedom) columns on bounds ten scales wide, 20,000 rows, correlated
+    0.7 within the pairs (0, 1) and (2, 3): the columns, the bounds, the real correlations."""
+    rng = np.random.default_rng(7)
+    n = 20_000
+    z = rng.multivariate_normal(np.zeros(4), np.kron(np.eye(2), [[1.0, 0.7], [0.7, 1.0]]), size=n)
+    t = z / np.sqrt(rng.chisquare(3, size=(n, 1)) / 3)
+    return (
+        {f"x{i}": t[:, i] for i in range(4)},
+        {f"x{i}": (-10.0, 10.0) for i in range(4)},
+        np.corrcoef(t.T),
+    )
+
+
+@pytest.mark.parametrize(
+    ("epsilon", "baseline", "strong_min", "absent_max"),
+    [
+        (1.0, {"pair_factors": "chebyshev"}, 0.4, 0.1),
+        (0.3, {"factor_degree": 3}, 0.25, 0.06),
+    ],
+)
+def test_spread_factors_keep_the_relations_of_narrow_columns(
+    epsilon, baseline, strong_min, absent_max
+):
+    """Heavy-tailed columns (:func:`narrow_table`) fill a tenth of their range, so
+    ``T_1(x_i) T_1(x_j)`` carries a correlation of 0.7 as a signal of 0.004 against noise of
+    0.001 (20,000 rows, epsilon 1). The default pair terms, on spread factors of degree 16 here,
+    keep both strong pairs at ``strong_min`` or more and the four absent ones within
+    ``absent_max`` in the fitted distribution at each of 3 seeds, and their mean correlation
+    error is at most 0.75x the baseline's (seeded, so deterministic). At epsilon 1 against the
+    Chebyshev pair terms: measured 0.46-0.56 and 0.019, 0.083 against 0.147 (which invented
+    -0.50 on one absent pair). At epsilon 0.3 against degree-3 factors, which cannot take as
+    sharp a step where the data are: 0.28-0.52 and 0.053, 0.115 against 0.195 (-0.09 on one
+    strong pair)."""
+    data, bounds, real = narrow_table()
+    iu = np.triu_indices(4, 1)
+    strong = np.array([True, False, False, False, False, True])  # (0, 1) and (2, 3)
+    errors = {}
+    for name, params in (("default", {}), ("baseline", baseline)):
+        errors[name] = []
+        for seed in range(3):
+            result = (
+                ArraySynthesizer(
+                    epsilon, bounds, params=SynthesizerParams(**params), random_state=seed
+                )
+                .fit(data)
+                .result_
+            )
+            corr = fitted_correlation(result)[iu]
+            errors[name].append(np.abs(corr - real[iu]).mean())
+            if name == "default":
+                assert np.all(corr[strong] >= strong_min), corr
+                assert np.all(np.abs(corr[~strong]) <= absent_max), corr
+    assert np.mean(errors["default"]) <= 0.75 * np.mean(errors["baseline"]), errors
+
+
+def test_anchor_pairs_alone_keep_the_labels_relations_and_what_they_imply():
+    """20 narrow columns each ``2 y + N(0, 0.6)`` with a 0/1 label ``y`` (real correlations 0.86
+    with the label, 0.73 between columns), 2000 rows at epsilon 10: ``auto`` without pair
+    selection measures the label's 20 anchor pairs alone (with it, every pair). Candidates drawn as
+    independent columns could not hold them (label
+    correlations came back at 0.50-0.53 and those between columns at 0.24-0.26 over seeds 0-2);
+    with the copula of the measured pairs' maximum-entropy completion, 0.69-0.72 and 0.68-0.78.
+    Thresholds at 0.75x and 0.7x-1.2x the real values; seed 0 is checked, and none of seeds 0-2
+    comes within 0.05 of a threshold."""
+    rng = np.random.default_rng(100)
+    n, k = 2000, 20
+    y = rng.integers(0, 2, n).astype(float)
+    x = 2.0 * y[:, None] + rng.normal(0.0, 0.6, (n, k))
+    columns = {f"x{j}": x[:, j] for j in range(k)} | {"y": y}
+    bounds = {f"x{j}": (-10.0, 10.0) for j in range(k)} | {"y": (0.0, 1.0)}
+    synth = ArraySynthesizer(
+        10.0,
+        bounds,
+        params=SynthesizerParams(pair_columns=("y",), pair_selection="off"),
+        levels={"y": 2},
+        random_state=0,
+    )
+    out = synth.fit(columns).sample(n)
+    assert synth.result_.summary.functions == k  # the anchor pairs alone
+    real = np.corrcoef(np.column_stack([columns[c] for c in bounds]), rowvar=False)
+    syn = np.corrcoef(np.column_stack([out[c] for c in bounds]), rowvar=False)
+    between = np.triu_indices(k, 1)
+    assert syn[k, :k].mean() >= 0.75 * real[k, :k].mean()
+    assert (
+        0.7 * real[:k, :k][between].mean()
+        <= syn[:k, :k][between].mean()
+        <= 1.2 * real[:k, :k][between].mean()
+    )
+
+
+def test_james_stein_targets_keep_clear_relations_that_the_ball_weakens():
+    """2000 rows at epsilon 0.5 (3 seeds): the fitted correlations of the two clear pairs (0.8
+    and -0.5) are never further from the real ones with ``group_shrinkage: james_stein`` than
+    with the chi-square ball, and closer in some seed by more than 0.03 (measured closer in every
+    seed, by 0.02-0.10: a-b 0.65 vs 0.55 at seed 2), while the independent pair stays independent
+    (|corr| < 0.1). (At epsilon 1 the monotone spread factors make the pairs clear
+    enough that both targets fit them alike.)"""
+    gains = []
+    for seed in range(3):
+        table, bounds = correlated_table(np.random.default_rng(seed), n=2000)
+        real = np.corrcoef(np.column_stack([table[k] for k in "abc"]).T)
+        errors = {}
+        for shrinkage in ("james_stein", "ball"):
+            params = SynthesizerParams(candidates=3000, group_shrinkage=shrinkage)
+            synth = ArraySynthesizer(0.5, bounds, params=params, random_state=seed).fit(table)
+            corr = fitted_correlation(synth.result_)
+            errors[shrinkage] = np.abs(corr - real)[[0, 1], [1, 2]]
+            assert abs(corr[0, 2]) < 0.1
+        assert np.all(errors["james_stein"] <= errors["ball"] + 1e-3)
+        gains.append(float((errors["ball"] - errors["james_stein"]).max()))
+    assert max(gains) > 0.03

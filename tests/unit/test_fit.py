@@ -1,0 +1,124 @@
+"""The fit: the LP's weights, the match of unmeasured pairs, grouping of pair terms.
+
+All randomness is seeded (test mode), so each assertion is deterministic.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dpsmooth_spark.mechanisms.synthesizer import ArraySynthesizer, SynthesizerParams
+from tests.unit.synthesizer_tables import (
+    correlated_table,
+    fitted_correlation,
+)
+
+
+def test_the_lps_sparse_weights_move_toward_independence_too():
+    """``fit: lp`` keeps a few dozen candidates (34 here), whose correlation between unrelated
+    columns is far from 0 (0.36 at the largest): the match, on those candidates alone (a
+    candidate without weight gets none), brings it down (0.16; it cannot reach 0 with the
+    means and variances kept on 34 points)."""
+    rng = np.random.default_rng(5)
+    names = [f"c{i}" for i in range(8)]
+    table = {c: rng.beta(2, 5, 1000) for c in names}
+    bounds = {c: (0.0, 1.0) for c in names}
+    largest = {}
+    for flag in (True, False):
+        result = (
+            ArraySynthesizer(
+                0.2,
+                bounds,
+                params=SynthesizerParams(fit="lp", candidates=2000, unrelated_independent=flag),
+                random_state=0,
+            )
+            .fit(table)
+            .result_
+        )
+        assert np.count_nonzero(result.weights) < 100
+        largest[flag] = np.abs(fitted_correlation(result)[np.triu_indices(8, 1)]).max()
+    assert largest[True] < 0.6 * largest[False], largest
+
+
+def test_a_match_the_candidates_cannot_reach_keeps_the_fits_weights(monkeypatch):
+    """Where matching the correlation would move the weights far (here: onto one candidate), the
+    fit's weights are released instead."""
+    from dpsmooth_spark.mechanisms.synthesizer import fit as fit_stage
+
+    def one_point(points, weights, target):
+        out = np.zeros(len(weights))
+        out[0] = 1.0
+        return out
+
+    rng = np.random.default_rng(5)
+    table = {f"c{i}": rng.beta(2, 5, 1000) for i in range(4)}
+    bounds = {c: (0.0, 1.0) for c in table}
+    before = (
+        ArraySynthesizer(
+            0.2, bounds, params=SynthesizerParams(unrelated_independent=False), random_state=0
+        )
+        .fit(table)
+        .result_.weights
+    )
+    assert not np.array_equal(
+        ArraySynthesizer(0.2, bounds, random_state=0).fit(table).result_.weights, before
+    )
+    monkeypatch.setattr(fit_stage, "match_correlation", one_point)
+    after = ArraySynthesizer(0.2, bounds, random_state=0).fit(table).result_.weights
+    np.testing.assert_array_equal(after, before)
+
+
+def test_more_pairs_than_the_candidates_carry_keep_the_fits_weights():
+    """30 unrelated columns have 435 pairs; on 1000 candidates (more than a quarter of a pair
+    each) the match is skipped, on 2000 it runs."""
+    rng = np.random.default_rng(5)
+    table = {f"c{i}": rng.beta(2, 5, 1000) for i in range(30)}
+    bounds = {c: (0.0, 1.0) for c in table}
+    for candidates, skipped in ((1000, True), (2000, False)):
+        runs = [
+            ArraySynthesizer(
+                0.2,
+                bounds,
+                params=SynthesizerParams(candidates=candidates, unrelated_independent=flag),
+                random_state=0,
+            )
+            .fit(table)
+            .result_.weights
+            for flag in (True, False)
+        ]
+        assert np.array_equal(*runs) == skipped, candidates
+
+
+def test_pairs_on_spread_factors_share_their_hub_columns_group(rng):
+    """The fit's stopping rule weighs a hub column's pair terms as one group: the first-order
+    pairs on spread factors join the group of the Chebyshev pair terms on the same columns (as
+    T_1 T_1 did), and every other group keeps labels of its own."""
+    from dpsmooth_spark.mechanisms.synthesizer import measurements
+    from dpsmooth_spark.mechanisms.synthesizer.fit import _global_groups
+
+    table, bounds = correlated_table(rng, n=20_000)
+    synth = ArraySynthesizer(
+        50.0, bounds, params=SynthesizerParams(candidates=2000), random_state=3
+    ).fit(table)
+    found = measurements(synth.result_.summary)
+    names = [m.name for m in found]
+    assert "factor_pairs" in names and "basis" in names
+    groups, tolerance, _ = _global_groups(found)
+    assert tolerance.size == groups.max() + 1
+    offsets = np.cumsum([0] + [m.values.size for m in found])
+    rows = {
+        m.name: groups[start:stop]
+        for m, start, stop in zip(found, offsets[:-1], offsets[1:], strict=False)
+    }
+    basis = found[names.index("basis")].queries.indices
+    factors = found[names.index("factor_pairs")].queries.pairs
+    checked = 0
+    for k, (i, j) in enumerate(factors):
+        same = np.flatnonzero(
+            (basis[:, i] > 0) & (basis[:, j] > 0) & ((basis != 0).sum(axis=1) == 2)
+        )
+        assert np.all(rows["basis"][same] == rows["factor_pairs"][k])
+        checked += same.size
+    assert checked > 0
+    if "histograms" in rows:
+        assert not set(rows["histograms"]) & set(rows["factor_pairs"])
