@@ -86,16 +86,7 @@ def histogram_density(
     one (``f <`` :data:`SWAMPED_FACTOR`) is shrunk towards ``target`` where given (a
     distribution on the ``k`` bins, known with noise ``target_std`` independent of this
     histogram's: :func:`shared_shape`), by its James-Stein factor against the target (0 keeps
-    the target), at least ``f``.
-    Measured on the fidelity tables' columns (Wasserstein-1 of this marginal, 5 seeded noise
-    draws per column, docs/mechanisms.md) against the shrink alone for every histogram: lower on
-    16 of the 21 table/epsilon pairs (WDBC at 1 0.160 -> 0.136, at 10 0.042 -> 0.033; the
-    5000-row correlated table at 1 0.0150 -> 0.0125), within 1% on three (WDBC, wine and digits
-    at 0.1), higher on wine at 1 (0.165 -> 0.171) and iris at 10 (0.0337 -> 0.0343). Thresholding
-    every histogram (with a uniform share ``1 - min(1, 1.25 f)``)
-    was lower still at the marginal, but seeded releases on the small tables at epsilon 0.1
-    were worse (iris: W1 ratio 1.06 -> 1.20; WDBC: worst Gaussian-kernel error at sigma 4 0.137
-    -> 0.145, 8 seeds)."""
+    the target), at least ``f`` (docs/decisions/0004)."""
     k = shares.size
     uniform = np.full(k, 1.0 / k)
     factor = _shrinkage_factor(shares, std, uniform)
