@@ -402,7 +402,7 @@ def write_lake_release(
             "format": fmt,
             "table": path,
             "documents": str(side),
-            "commit_property": {lake.RELEASE_KEY: release_id},
+            "commit_properties": lake.spend_of(release_id, manifest),
             "partition_by": partition,
         },
     }
@@ -421,7 +421,7 @@ def write_lake_release(
             catalog_cfg,
             staged / DATA_DIR,
             output.mode,
-            release_id,
+            lake.spend_of(release_id, manifest),
             partition,
             {DATE_COLUMN: release_date()} if output.partition_by == "date" else {},
         )

@@ -14,6 +14,7 @@ data without them. A retried release whose commit is already there is not commit
 from __future__ import annotations
 
 import functools
+import json
 import shutil
 import uuid
 from collections.abc import Iterator
@@ -25,6 +26,8 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 
 RELEASE_KEY = "dpsmooth.release_id"
+SPEND_KEYS = ("mechanism", "epsilon", "delta", "epsilon_spent", "privacy_unit")
+"""What a release's commit records beside its id, as ``dpsmooth.<key>`` (:func:`spend_of`)."""
 SIDE_DIR = "_dpsmooth"
 
 
@@ -123,6 +126,22 @@ def staging_folder(fmt: str, path: str, catalog_cfg: Any) -> Path:
     return parent / SIDE_DIR / f"staging-{uuid.uuid4().hex}"
 
 
+def spend_of(release_id: str, manifest: dict[str, Any]) -> dict[str, str]:
+    """The commit properties of a release: its id and what it cost (mechanism, epsilon, delta,
+    epsilon spent, privacy unit), from its manifest, so the table's own history (Delta's
+    ``DESCRIBE HISTORY``, Iceberg's snapshot log) shows what the table cost."""
+    privacy = manifest.get("privacy", {})
+    relation = str(privacy.get("neighbouring_relation", ""))
+    values = {
+        "mechanism": manifest.get("mechanism", {}).get("name", ""),
+        "epsilon": privacy.get("epsilon", ""),
+        "delta": privacy.get("delta", ""),
+        "epsilon_spent": privacy.get("accounting", {}).get("epsilon_spent", ""),
+        "privacy_unit": "record" if relation.startswith("add/remove one record") else relation,
+    }
+    return {RELEASE_KEY: release_id, **{f"dpsmooth.{k}": str(values[k]) for k in SPEND_KEYS}}
+
+
 def committed_release_ids(fmt: str, path: str, catalog_cfg: Any) -> set[str]:
     """Release ids recorded by earlier commits (empty when the table does not exist)."""
     if fmt == "delta":
@@ -174,11 +193,13 @@ def commit(
     catalog_cfg: Any,
     staged: Path,
     mode: str,
-    release_id: str,
+    properties: dict[str, str],
     partition_by: str | None,
     extra_columns: dict[str, str],
 ) -> None:
-    """Publish the staged Parquet rows as one commit that records ``release_id``.
+    """Publish the staged Parquet rows as one commit that records ``properties`` (the release id
+    and its spend, :func:`spend_of`): Delta commit metadata (and ``userMetadata``, as JSON, which
+    ``DESCRIBE HISTORY`` shows), Iceberg snapshot summary properties.
 
     Args:
         staged: folder of Parquet files (the synthetic rows).
@@ -197,13 +218,14 @@ def commit(
             mode="overwrite" if mode == "overwrite" else "error",
             partition_by=[partition_by] if partition_by else None,
             schema_mode="overwrite" if mode == "overwrite" else None,
-            commit_properties=CommitProperties(custom_metadata={RELEASE_KEY: release_id}),
+            commit_properties=CommitProperties(
+                custom_metadata={**properties, "userMetadata": json.dumps(properties)}
+            ),
         )
         return
     cat = catalog(catalog_cfg)
     namespace = path.rsplit(".", 1)[0] if "." in path else "default"
     cat.create_namespace_if_not_exists(namespace)
-    properties = {RELEASE_KEY: release_id}
     if cat.table_exists(path):
         if mode != "overwrite":
             raise LakeError(

@@ -91,6 +91,12 @@ def test_synthesize_to_delta_partitioned_then_retry_and_refusals(spark, tmp_path
     rows = delta.to_pyarrow_table()
     assert rows.num_rows == 500 and set(rows.column_names) == {*COLUMNS, "release_date"}
     assert [h[lake.RELEASE_KEY] for h in delta.history() if lake.RELEASE_KEY in h] == ["rel-1"]
+    # the table's own history (DESCRIBE HISTORY) shows what the release cost
+    commit = next(h for h in delta.history() if lake.RELEASE_KEY in h)
+    spend = {"dpsmooth.epsilon": "1.0", "dpsmooth.delta": "0.0", "dpsmooth.privacy_unit": "record"}
+    assert spend.items() <= commit.items()
+    assert spend.items() <= json.loads(commit["userMetadata"]).items()
+    assert float(commit["dpsmooth.epsilon_spent"]) == pytest.approx(1.0)
     side = Path(out) / "_dpsmooth" / "rel-1"
     manifest = json.loads((side / "manifest.json").read_text())
     assert manifest["output"]["format"] == "delta" and manifest["release_id"] == "rel-1"
@@ -133,6 +139,10 @@ def test_iceberg_round_trip(spark, tmp_path):
     assert lake.committed_release_ids(
         "iceberg", "synth.rows", parse_config(data).output.catalog
     ) == {"ice-1"}
+    summary = ice.current_snapshot().summary.additional_properties  # the snapshot log's entry
+    assert summary["dpsmooth.epsilon"] == "1.0" and summary["dpsmooth.delta"] == "0.0"
+    assert summary["dpsmooth.privacy_unit"] == "record"
+    assert summary["dpsmooth.mechanism"] == "smooth_pca"
     # the synthetic table is an input like any other (here: its current snapshot's files)
     again = config(
         tmp_path,
