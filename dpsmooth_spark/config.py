@@ -256,6 +256,50 @@ class PrivacyConfig(_Strict):
         default=False,
         description="Accept an epsilon above 100 (otherwise refused as a likely typo).",
     )
+    unit: str | None = Field(
+        default=None,
+        min_length=1,
+        description=(
+            "The column naming the privacy unit (a person): neighbouring tables differ in all "
+            "rows of one unit. Never released. null: record-level."
+        ),
+    )
+    max_rows_per_unit: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "With unit: the pass keeps at most this many rows of each unit (a uniform random "
+            "choice per unit) and every sensitivity is multiplied by it."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _unit_and_bound(self) -> PrivacyConfig:
+        if (self.unit is None) != (self.max_rows_per_unit is None):
+            raise ValueError(
+                "privacy.unit and privacy.max_rows_per_unit go together: name the unit column "
+                "and the most rows of one unit the release may read"
+            )
+        return self
+
+    @property
+    def unit_rows(self) -> int:
+        """Rows one privacy unit may contribute (1: record-level)."""
+        return self.max_rows_per_unit or 1
+
+    @property
+    def neighbouring_relation(self) -> str:
+        """What neighbouring tables mean for this release, as the manifest states it."""
+        if self.unit is None:
+            return (
+                "add/remove one record (unbounded DP): neighbouring tables differ by the presence "
+                "of one row; the row count is not public and is released with noise"
+            )
+        return (
+            f"add/remove one unit (unbounded DP): neighbouring tables differ in all rows of one "
+            f"{self.unit}; at most {self.max_rows_per_unit} rows of each {self.unit} are read, "
+            "and every sensitivity is multiplied by that number"
+        )
 
     @field_validator("epsilon")
     @classmethod
@@ -438,6 +482,15 @@ class ReleaseConfig(_Strict):
         if dupes:
             raise ValueError(f"duplicate column names: {dupes}")
         return columns
+
+    @model_validator(mode="after")
+    def _unit_not_released(self) -> ReleaseConfig:
+        if self.privacy.unit is not None and self.privacy.unit in self.column_names:
+            raise ValueError(
+                f"privacy.unit {self.privacy.unit!r} is also declared as a column; the unit "
+                "column is never released: remove it from columns"
+            )
+        return self
 
     @model_validator(mode="after")
     def _pair_columns_exist(self) -> ReleaseConfig:

@@ -295,7 +295,8 @@ def lattice_noise_scale(
         return accountant.noise_scale(sensitivity, budget, invocations=points)
     # Theorem 7 at the (epsilon, delta) this stage's rho converts to
     eps = epsilon_for(budget, accountant.delta)
-    return 2.0 * sensitivity * math.sqrt(2.0 * points * math.log(1.0 / accountant.delta)) / eps
+    unit = sensitivity * accountant.unit_rows  # per record, times the rows of one unit
+    return 2.0 * unit * math.sqrt(2.0 * points * math.log(1.0 / accountant.delta)) / eps
 
 
 def release_lattice(

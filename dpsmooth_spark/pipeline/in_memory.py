@@ -17,7 +17,8 @@ import numpy as np
 import pyarrow as pa
 
 from dpsmooth_spark.config import ColumnConfig, PrivacyConfig
-from dpsmooth_spark.core.columns import TableCodec, table_codec
+from dpsmooth_spark.core.columns import ColumnTypeError, TableCodec, table_codec
+from dpsmooth_spark.core.contributions import bounded_rows
 from dpsmooth_spark.core.kernel import partial_sums
 from dpsmooth_spark.mechanisms.synthesizer import (
     SynthesisResult,
@@ -26,7 +27,7 @@ from dpsmooth_spark.mechanisms.synthesizer import (
     fit_from_sums,
     sample_table,
 )
-from dpsmooth_spark.pipeline.row_checks import check_rows
+from dpsmooth_spark.pipeline.row_checks import InvalidDataError, check_rows
 from dpsmooth_spark.privacy.accountant import PrivacyAccountant
 from dpsmooth_spark.privacy.noise import NoiseSource
 
@@ -47,6 +48,9 @@ class Synthesizer:
         random_state: a seed selects TEST MODE (seeded, non-secure noise); ``None`` is secure.
         on_invalid: rows with a null (in a column not declared nullable), NaN or a value outside
             a categorical domain: ``error`` refuses before any noise, ``drop`` leaves them out.
+        unit, max_rows_per_unit: the privacy unit, as the config's ``privacy`` section: at most
+            ``max_rows_per_unit`` rows of each ``unit`` (a column of the table, never released)
+            are read, and neighbouring tables differ in all rows of one unit.
 
     Attributes (after ``fit``):
         accountant_: what the release spent, stage by stage.
@@ -62,12 +66,18 @@ class Synthesizer:
         mechanism: SynthesizerParams | Mapping[str, Any] | None = None,
         random_state: int | None = None,
         on_invalid: str = "error",
+        unit: str | None = None,
+        max_rows_per_unit: int | None = None,
     ) -> None:
         self.columns = [ColumnConfig.model_validate(c) for c in columns]
         names = [c.name for c in self.columns]
         if len(set(names)) != len(names):
             raise ValueError(f"columns are declared more than once: {names}")
-        self.privacy = PrivacyConfig(epsilon=epsilon, delta=delta)
+        self.privacy = PrivacyConfig(
+            epsilon=epsilon, delta=delta, unit=unit, max_rows_per_unit=max_rows_per_unit
+        )
+        if unit is not None and unit in names:
+            raise ValueError(f"privacy unit {unit!r} is declared as a column: it is never released")
         self.params = SynthesizerParams.model_validate(mechanism or {})
         unknown = set(self.params.pair_columns) - set(names)
         if unknown:
@@ -82,14 +92,18 @@ class Synthesizer:
         self.pandas_ = not isinstance(table, pa.Table)
         data = pa.Table.from_pandas(table, preserve_index=False) if self.pandas_ else table
         codec: TableCodec = table_codec(self.columns, data.schema)
+        rng = np.random.default_rng(self.random_state)
+        if self.privacy.unit is not None:
+            data = _bounded(data, self.privacy.unit, self.privacy.unit_rows, rng)
         bounds, nullable = codec.bounds(), codec.null_columns
         spec = replace(self.params.pass_spec(bounds.d), null_cells=bool(nullable.any()))
         sums = partial_sums([codec.encode_with_nulls(data)], bounds.lower, bounds.upper, spec)
         check_rows(
             sums.rows_seen, sums.rows_invalid, sums.rows_clamped, sums.count, self.on_invalid
         )
-        rng = np.random.default_rng(self.random_state)
-        self.accountant_ = PrivacyAccountant(self.privacy.epsilon, self.privacy.delta)
+        self.accountant_ = PrivacyAccountant(
+            self.privacy.epsilon, self.privacy.delta, unit_rows=self.privacy.unit_rows
+        )
         noise = NoiseSource(rng if self.random_state is not None else None)
         self.result_: SynthesisResult = fit_from_sums(
             sums, bounds, self.params, self.accountant_, noise, rng, codec.lattice(), nullable
@@ -105,3 +119,17 @@ class Synthesizer:
             self.result_, count, self.rng_, self.params.herding_rows, self.codec_
         )
         return data.to_pandas() if self.pandas_ else data
+
+
+def _bounded(data: pa.Table, unit: str, rows: int, rng: np.random.Generator) -> pa.Table:
+    """At most ``rows`` rows of each ``unit`` (:func:`core.contributions.bounded_rows`)."""
+    if unit not in data.column_names:
+        raise ColumnTypeError(f"privacy unit column {unit!r} not found in the table")
+    units = data.column(unit)
+    if units.null_count:
+        raise InvalidDataError(
+            f"privacy unit column {unit!r} has nulls: every row must name its unit; nothing was "
+            "released"
+        )
+    keep = bounded_rows(units.to_numpy(zero_copy_only=False), rows, rng)
+    return data.take(pa.array(keep))

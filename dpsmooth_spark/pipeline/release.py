@@ -34,10 +34,6 @@ from dpsmooth_spark.privacy.noise import NoiseSource
 from dpsmooth_spark.spark import data_pass, io, locations, session
 from dpsmooth_spark.spark.data_pass import StatisticSums
 
-NEIGHBOURING_RELATION = (
-    "add/remove one record (unbounded DP): neighbouring tables differ by the presence of one row; "
-    "the row count is not public and is released with noise"
-)
 VERSIONED_PACKAGES = ("pyspark", "numpy", "scipy", "pyarrow", "ortools", "opendp")
 
 
@@ -129,8 +125,10 @@ class ReleaseRun:
         return run
 
     def new_accountant(self) -> PrivacyAccountant:
-        """A fresh accountant for this release's budget."""
-        return PrivacyAccountant(self.config.privacy.epsilon, self.config.privacy.delta)
+        """A fresh accountant for this release's budget (sensitivities times the rows one privacy
+        unit may contribute)."""
+        privacy = self.config.privacy
+        return PrivacyAccountant(privacy.epsilon, privacy.delta, unit_rows=privacy.unit_rows)
 
     def reused_accountant(self) -> PrivacyAccountant:
         """The account of the persisted statistics (retries only)."""
@@ -153,15 +151,13 @@ class ReleaseRun:
 
     def data_pass(self, spec: PassSpec, name: str = "data pass") -> ExactSums:
         """One Spark pass over the input (a second pass of a job skips the checks)."""
-        config = self.config
         with self.log.stage("spark session"):
             spark = self.spark()
         with self.log.stage(name):
             source = self._arrow_source(self.codec.names, self.snapshot)
             if source is not None:
                 return data_pass.exact_sums_arrow(spark, source, self.codec, spec)
-            df = io.read_input(spark, config.input, self.codec, self.snapshot)
-            return data_pass.exact_sums(df, self.codec, spec)
+            return data_pass.exact_sums(self._input(spark), self.codec, spec)
 
     def statistic_pass(
         self, sums_of: Callable[[np.ndarray], np.ndarray], name: str = "data pass"
@@ -175,8 +171,7 @@ class ReleaseRun:
         with self.log.stage("spark session"):
             spark = self.spark()
         with self.log.stage(name):
-            df = io.read_input(spark, config.input, self.codec, self.snapshot)
-            sums = data_pass.statistic_sums(df, self.codec, sums_of)
+            sums = data_pass.statistic_sums(self._input(spark), self.codec, sums_of)
         _check_rows(config, sums)
         return sums
 
@@ -184,18 +179,31 @@ class ReleaseRun:
         """A Bernoulli sample of the valid rows (each kept independently with ``rate``), clamped
         to the bounds, on the driver: a per-record transformation, so neighbouring tables give
         neighbouring or equal samples. The seed is public randomness."""
-        df = io.read_input(self.spark(), self.config.input, self.codec, self.snapshot)
+        df = self._input(self.spark())
         seed = int(self.rng.integers(2**62))
         x = self.codec.encode((df.sample(fraction=rate, seed=seed) if rate < 1.0 else df).toArrow())
         x = x[np.isfinite(x).all(axis=1)]
         return np.clip(x, self.bounds.lower, self.bounds.upper)
 
+    def _input(self, spark: Any) -> Any:
+        """The input's configured columns as a DataFrame; with a privacy unit, at most
+        ``max_rows_per_unit`` rows of each unit (:func:`io.bound_contributions`, its seed public
+        randomness from the release's generator)."""
+        privacy = self.config.privacy
+        if privacy.unit is None:
+            return io.read_input(spark, self.config.input, self.codec, self.snapshot)
+        df = io.read_input(spark, self.config.input, self.codec, self.snapshot, (privacy.unit,))
+        seed = int(self.rng.integers(2**31))
+        return io.bound_contributions(df, privacy.unit, privacy.unit_rows, seed)
+
     def _arrow_source(self, columns: list[str], snapshot: Any) -> str | list[str] | None:
         """What the arrow reader reads (a Parquet path or a lake snapshot's files), or ``None`` for
-        the DataFrame pass (CSV, ``reader: spark``, or files that lack a column, e.g. partition
-        columns)."""
+        the DataFrame pass (CSV, ``reader: spark``, a privacy unit, whose bound needs the
+        DataFrame, or files that lack a column, e.g. partition columns)."""
         source = self.config.input
         if source.reader == "spark" or source.format in ("csv", "table"):
+            return None
+        if self.config.privacy.unit is not None:
             return None
         target: str | list[str] = snapshot.files if snapshot is not None else source.path
         try:
@@ -235,7 +243,9 @@ class ReleaseRun:
             "created_utc": datetime.now(UTC).isoformat(timespec="seconds"),
             "mechanism": {"name": self.mechanism, **mechanism},
             "privacy": {
-                "neighbouring_relation": NEIGHBOURING_RELATION,
+                "neighbouring_relation": config.privacy.neighbouring_relation,
+                "privacy_unit": config.privacy.unit or "record",
+                "max_rows_per_unit": config.privacy.unit_rows,
                 "epsilon": config.privacy.epsilon,
                 "delta": config.privacy.delta,
                 "accounting": accountant.to_dict(),
@@ -319,6 +329,7 @@ def _check_retry(config: ReleaseConfig, mechanism: str, previous: LedgerEntry | 
         and previous.epsilon == config.privacy.epsilon
         and previous.delta == config.privacy.delta
         and previous.statistics.get("columns") == config.column_names
+        and previous.accounting.get("max_rows_per_unit", 1) == config.privacy.unit_rows
     )
     if not same:
         raise LedgerConflictError(

@@ -59,15 +59,22 @@ class PrivacyAccountant:
         epsilon: total epsilon of the release.
         delta: total delta; 0 selects pure epsilon-DP (Laplace everywhere).
         charges: the stages spent so far, in order.
+        unit_rows: rows one privacy unit may contribute (``privacy.max_rows_per_unit``; 1:
+            record-level). Every sensitivity a stage states is per record; the accountant
+            multiplies it by ``unit_rows`` (docs/privacy.md section 1b), in the noise scales it
+            hands out and in the charges it records, so no stage can forget it.
     """
 
     epsilon: float
     delta: float = 0.0
     charges: list[StageCharge] = field(default_factory=list)
+    unit_rows: int = 1
 
     def __post_init__(self) -> None:
         if not (self.epsilon > 0 and math.isfinite(self.epsilon)):
             raise ValueError("epsilon must be a finite number > 0")
+        if not (isinstance(self.unit_rows, int) and self.unit_rows >= 1):
+            raise ValueError("unit_rows must be an integer >= 1")
         if not (0.0 <= self.delta < 1.0):
             raise ValueError("delta must be in [0, 1)")
 
@@ -92,6 +99,7 @@ class PrivacyAccountant:
         (the inverse of :meth:`charge`)."""
         if budget <= 0:
             raise ValueError("a stage budget must be > 0")
+        sensitivity = sensitivity * self.unit_rows
         if self.pure:
             return sensitivity * invocations / budget
         return sensitivity * math.sqrt(invocations / (2.0 * budget))
@@ -109,8 +117,10 @@ class PrivacyAccountant:
         The cost of one invocation is ``e = sensitivity / scale`` (pure, Laplace) or
         ``rho = sensitivity**2 / (2 scale**2)`` (Gaussian). A pure ``e``-DP stage used in the
         (epsilon, delta) mode (``mechanism`` given: Laplace, sparse vector) costs ``e**2 / 2`` zCDP
-        (Bun and Steinke, Proposition 1.4), which is the same formula.
+        (Bun and Steinke, Proposition 1.4), which is the same formula. ``sensitivity`` is per
+        record; the charge records it times :attr:`unit_rows`.
         """
+        sensitivity = sensitivity * self.unit_rows
         if self.pure:
             entry = StageCharge(
                 stage,
@@ -155,7 +165,8 @@ class PrivacyAccountant:
         ``2 sensitivity / scale``-DP (McSherry and Talwar 2007) and, in the (epsilon, delta)
         mode, ``(2 sensitivity / scale)^2 / 8``-zCDP (Cesar and Rogers 2021), composed; the
         costs OpenDP's ``make_noisy_top_k`` states for scores that may move either way
-        (docs/privacy.md section 3e)."""
+        (docs/privacy.md section 3e). ``sensitivity`` is per record, as in :meth:`charge`."""
+        sensitivity = sensitivity * self.unit_rows
         step = 2.0 * sensitivity / scale
         entry = StageCharge(
             stage,
@@ -184,7 +195,9 @@ class PrivacyAccountant:
     def from_dict(cls, data: dict) -> PrivacyAccountant:
         """Inverse of :meth:`to_dict` (a retry restores the account of its persisted statistics)."""
         charges = [StageCharge(**stage) for stage in data["stages"]]
-        return cls(data["epsilon_budget"], data["delta_budget"], charges)
+        return cls(
+            data["epsilon_budget"], data["delta_budget"], charges, data.get("max_rows_per_unit", 1)
+        )
 
     def to_dict(self) -> dict:
         """Serialisable account for the manifest."""
@@ -195,6 +208,8 @@ class PrivacyAccountant:
             "epsilon_spent": self.spent_epsilon(),
             "stages": [asdict(c) for c in self.charges],
         }
+        if self.unit_rows > 1:  # record-level accounts stay as they were
+            out["max_rows_per_unit"] = self.unit_rows
         if not self.pure:
             out["rho_budget"] = self.total_rho
             out["rho_spent"] = sum(c.rho for c in self.charges)

@@ -61,18 +61,45 @@ def read_input(
     source: Any,
     codec: TableCodec | list[str],
     snapshot: lake.SnapshotFiles | None = None,
+    extra: tuple[str, ...] = (),
 ) -> DataFrame:
     """The configured columns of the input (an :class:`~dpsmooth_spark.config.InputConfig`), in
-    config order, ready for ``codec.encode``. Delta and Iceberg tables are read from their current
-    snapshot's file list (pass ``snapshot`` when it was already looked up)."""
+    config order, ready for ``codec.encode``, then the ``extra`` columns as they are (the privacy
+    unit). Delta and Iceberg tables are read from their current snapshot's file list (pass
+    ``snapshot`` when it was already looked up)."""
     snapshot = snapshot or input_snapshot(source)
     if snapshot is None:
-        return read_table(spark, source.path, source.format, codec)
+        return read_table(spark, source.path, source.format, codec, extra=extra)
     if not snapshot.files:
         raise InputError(
             f"the {source.format} table {source.path} has no data files; nothing was released"
         )
-    return read_table(spark, snapshot.base, "parquet", codec, files=snapshot.files)
+    return read_table(spark, snapshot.base, "parquet", codec, files=snapshot.files, extra=extra)
+
+
+UNIT_RANK = "__dpsmooth_unit_rank"
+UNIT_DRAW = "__dpsmooth_unit_draw"
+
+
+def bound_contributions(df: DataFrame, unit: str, rows: int, seed: int) -> DataFrame:
+    """At most ``rows`` rows of each ``unit``: the rows of a unit in a uniform random order
+    (``rand(seed)``, public randomness drawn independently per row), the first ``rows`` kept; the
+    unit column dropped. Runs before every statistic (docs/privacy.md section 1b); DataFrame and
+    SQL expressions only, so classic and Connect sessions share it.
+
+    Raises:
+        InputError: a row has no unit (a null in the unit column).
+    """
+    if df.where(f"{quote(unit)} IS NULL").limit(1).count():
+        raise InputError(
+            f"privacy.unit column {unit!r} has nulls: every row must name its unit; nothing was "
+            "released"
+        )
+    drawn = df.selectExpr("*", f"rand({int(seed)}) AS {UNIT_DRAW}")
+    ranked = drawn.selectExpr(
+        "*", f"row_number() OVER (PARTITION BY {quote(unit)} ORDER BY {UNIT_DRAW}) AS {UNIT_RANK}"
+    )
+    return ranked.where(f"{UNIT_RANK} <= {int(rows)}").drop(unit, UNIT_DRAW, UNIT_RANK)
 
 
 def read_table(
@@ -81,6 +108,7 @@ def read_table(
     fmt: str,
     codec: TableCodec | list[str],
     files: list[str] | None = None,
+    extra: tuple[str, ...] = (),
 ) -> DataFrame:
     """The configured columns of the input table in config order, with their types (a list of
     names means float columns).
@@ -93,7 +121,7 @@ def read_table(
     df = _open(spark, path, fmt, files)
     columns = codec.names if isinstance(codec, TableCodec) else list(codec)
     available = {f.name: f.dataType for f in df.schema.fields}
-    missing = [c for c in columns if c not in available]
+    missing = [c for c in [*columns, *extra] if c not in available]
     if missing:
         raise InputError(
             f"columns not found in input: {missing}; the table has {sorted(available)}"
@@ -102,7 +130,8 @@ def read_table(
         types = (
             {c.name: c.arrow_type for c in codec.columns} if isinstance(codec, TableCodec) else {}
         )
-        return df.selectExpr(*[_csv_cast(c, types.get(c, pa.float64())) for c in columns])
+        casts = [_csv_cast(c, types.get(c, pa.float64())) for c in columns]
+        return df.selectExpr(*casts, *[quote(c) for c in extra])
     if not isinstance(codec, TableCodec):
         wrong = {
             c: available[c].simpleString()
@@ -111,7 +140,7 @@ def read_table(
         }
         if wrong:
             raise InputError(f"columns must be numeric, found {wrong}")
-    return df.selectExpr(*[quote(c) for c in columns])
+    return df.selectExpr(*[quote(c) for c in [*columns, *extra]])
 
 
 CSV_TYPES = {

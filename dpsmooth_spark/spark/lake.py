@@ -131,13 +131,15 @@ def spend_of(release_id: str, manifest: dict[str, Any]) -> dict[str, str]:
     epsilon spent, privacy unit), from its manifest, so the table's own history (Delta's
     ``DESCRIBE HISTORY``, Iceberg's snapshot log) shows what the table cost."""
     privacy = manifest.get("privacy", {})
-    relation = str(privacy.get("neighbouring_relation", ""))
+    unit = privacy.get("privacy_unit", "record")
+    if unit != "record":
+        unit = f"{unit} ({privacy['max_rows_per_unit']} rows)"
     values = {
         "mechanism": manifest.get("mechanism", {}).get("name", ""),
         "epsilon": privacy.get("epsilon", ""),
         "delta": privacy.get("delta", ""),
         "epsilon_spent": privacy.get("accounting", {}).get("epsilon_spent", ""),
-        "privacy_unit": "record" if relation.startswith("add/remove one record") else relation,
+        "privacy_unit": unit,
     }
     return {RELEASE_KEY: release_id, **{f"dpsmooth.{k}": str(values[k]) for k in SPEND_KEYS}}
 
