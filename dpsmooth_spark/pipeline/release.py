@@ -66,6 +66,7 @@ class ReleaseRun:
         previous: the ledger entry of this release id when this run is a retry.
         rng: public randomness (seeded only in test mode).
         noise: the privacy noise source.
+        unit_seed: the seed of the rows kept per privacy unit, drawn at the first pass (public).
     """
 
     config: ReleaseConfig
@@ -79,6 +80,7 @@ class ReleaseRun:
     previous: LedgerEntry | None
     rng: np.random.Generator
     noise: NoiseSource
+    unit_seed: int | None = None
 
     @classmethod
     def start(cls, config: ReleaseConfig, mechanism: str, quiet: bool = False) -> ReleaseRun:
@@ -193,8 +195,9 @@ class ReleaseRun:
         if privacy.unit is None:
             return io.read_input(spark, self.config.input, self.codec, self.snapshot)
         df = io.read_input(spark, self.config.input, self.codec, self.snapshot, (privacy.unit,))
-        seed = int(self.rng.integers(2**31))
-        return io.bound_contributions(df, privacy.unit, privacy.unit_rows, seed)
+        if self.unit_seed is None:  # one choice of rows for every pass of the release
+            self.unit_seed = int(self.rng.integers(2**31))
+        return io.bound_contributions(df, privacy.unit, privacy.unit_rows, self.unit_seed)
 
     def _arrow_source(self, columns: list[str], snapshot: Any) -> str | list[str] | None:
         """What the arrow reader reads (a Parquet path or a lake snapshot's files), or ``None`` for
