@@ -201,10 +201,10 @@ def pools_histograms(
 
     Each of ``d`` histograms then shows little of its own column, but one histogram of every
     continuous column's values costs a sensitivity of ``m`` for ``n m`` values: its shares have
-    ``sqrt(m)`` times less noise than the mean of the ``m`` histograms at the same budget (WDBC
-    at epsilon 0.1: 5.5x), and that mean is the shape the swamped histograms were shrunk towards
-    (docs/mechanisms.md, "candidates"). Under zCDP its L2 sensitivity is ``m`` as well, which
-    gains nothing over the histograms' ``sqrt(d)``."""
+    ``sqrt(m)`` times less noise than the mean of the ``m`` histograms at the same budget, and
+    that mean is the shape the swamped histograms were shrunk towards (docs/mechanisms.md).
+    Under zCDP its L2 sensitivity is ``m`` as well, which gains nothing over the histograms'
+    ``sqrt(d)``."""
     if params.pooled_histogram == "off" or continuous < SHARED_SHAPE_MIN_COLUMNS:
         return False
     if params.pooled_histogram == "on":
@@ -235,6 +235,7 @@ def histogram_bins(
 
 
 def psi_sensitivity(params: SynthesizerParams, d: int, accountant: PrivacyAccountant) -> float:
+    """Per-record sensitivity of one PSI product, L1 or L2 by the mode (docs/privacy.md 4)."""
     k = min(params.pca_dim or 2, d)
     return sensitivity.psi_product_l1(d, k) if accountant.pure else sensitivity.psi_product_l2(d)
 
