@@ -15,6 +15,7 @@ COMMANDS = {
     "scale": "benchmarks.scale",  # 10^6 .. 10^8 rows end to end
     "stages": "benchmarks.stages",  # driver stage times and memory over R x C
     "accuracy": "benchmarks.accuracy",  # correlation error of the fit at 10^6 .. 10^7 rows
+    "mixed": "benchmarks.mixed",  # mixed tables (Adult): 1-, 2-, 3-way TVD, TSTR AUC
     "units": "benchmarks.units",  # person-level releases: fidelity, the bounded pass's cost
     "results": "benchmarks.results",  # docs/results.md's fidelity table from its JSON
 }

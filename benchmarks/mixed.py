@@ -1,0 +1,216 @@
+"""``python -m benchmarks mixed``: mixed tables scored as the MST / AIM papers score them.
+
+Tables: the UCI Adult table as Private-PGM codes it (``../shared/data/adult.csv``: 8 categorical
+columns declared with ``values: [0..k-1]``, 6 integer columns with ``lower: 0, upper: size-1``), a
+generated mixed table with known relations (a category that moves a flag's rate and an age, a
+spend with a spike at 0 that follows the flag, a nullable measure, a label) and a generated
+table of independent columns. Per release: the mean total-variation distance of all 1-way, all
+2-way and 200 random 3-way marginals (``../shared/tools/marginals.py``: integers in at most 16
+cells), the same for its ``independent`` baseline (each column's Laplace histogram at
+epsilon / d), train-on-synthetic AUC (gradient boosting trained on the synthetic rows, scored on
+the real ones) and seconds. Methods: ``ours`` (the library, the defaults, pure epsilon) and
+``uniform`` rows; MST and AIM run from ``scripts/peers_env`` (``benchmarks/peers.py``) are not
+part of this command yet.
+
+Writes ``benchmarks/mixed.json``; docs/results.md has the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+CATEGORICAL = (
+    "workclass marital-status occupation relationship race sex native-country income>50K".split()
+)
+Table = tuple[pd.DataFrame, list[dict[str, Any]], str]
+
+
+def adult() -> Table:
+    """Adult (48,842 x 14) with the public domain of its codes; label ``income>50K``."""
+    data = pd.read_csv(SHARED / "data" / "adult.csv")
+    domain = json.loads((SHARED / "data" / "adult-domain.json").read_text())
+    columns = [
+        {"name": c, "values": list(range(k))}
+        if c in CATEGORICAL
+        else {"name": c, "lower": 0, "upper": k - 1}
+        for c, k in domain.items()
+    ]
+    return data[list(domain)], columns, "income>50K"
+
+
+def generated_mixed(n: int = 20_000, seed: int = 0) -> Table:
+    """Known relations: region moves smoking and age; spend is 0 for a quarter of the rows and
+    grows with smoking; bmi is null for a tenth and grows with age; the label follows smoking
+    and age."""
+    rng = np.random.default_rng(seed)
+    region = rng.choice(5, n, p=[0.4, 0.25, 0.15, 0.12, 0.08])
+    smoker = rng.random(n) < np.array([0.1, 0.2, 0.3, 0.45, 0.6])[region]
+    age = np.clip(np.round(30 + 6 * region + rng.normal(0, 12, n)), 18, 90).astype(np.int64)
+    spend = np.where(rng.random(n) < 0.25, 0.0, rng.lognormal(3 + 0.8 * smoker, 0.6))
+    bmi = np.where(
+        rng.random(n) < 0.1, np.nan, np.clip(18 + 0.15 * age + rng.normal(0, 3, n), 10, 60)
+    )
+    label = (rng.random(n) < 0.1 + 0.5 * smoker * (age > 45)).astype(np.int64)
+    data = pd.DataFrame(
+        {
+            "region": region,
+            "smoker": smoker.astype(np.int64),
+            "age": age,
+            "spend": np.clip(spend, 0, 500),
+            "bmi": bmi,
+            "label": label,
+        }
+    )
+    columns = [
+        {"name": "region", "values": list(range(5))},
+        {"name": "smoker", "values": [0, 1]},
+        {"name": "age", "lower": 18, "upper": 90},
+        {"name": "spend", "lower": 0.0, "upper": 500.0},
+        {"name": "bmi", "lower": 10.0, "upper": 60.0, "nullable": True},
+        {"name": "label", "values": [0, 1]},
+    ]
+    return data, columns, "label"
+
+
+def generated_independent(n: int = 20_000, seed: int = 1) -> Table:
+    """No relation at all: three categories, two integers and a 0/1 label, each on its own."""
+    rng = np.random.default_rng(seed)
+    data = pd.DataFrame(
+        {
+            "a": rng.choice(4, n, p=[0.5, 0.3, 0.15, 0.05]),
+            "b": rng.choice(7, n),
+            "c": rng.choice(3, n, p=[0.6, 0.3, 0.1]),
+            "x": rng.integers(0, 50, n),
+            "y": np.clip(rng.poisson(8, n), 0, 40),
+            "label": (rng.random(n) < 0.3).astype(np.int64),
+        }
+    )
+    columns = [
+        {"name": "a", "values": list(range(4))},
+        {"name": "b", "values": list(range(7))},
+        {"name": "c", "values": list(range(3))},
+        {"name": "x", "lower": 0, "upper": 49},
+        {"name": "y", "lower": 0, "upper": 40},
+        {"name": "label", "values": [0, 1]},
+    ]
+    return data, columns, "label"
+
+
+TABLES = {"adult": adult, "mixed": generated_mixed, "independent": generated_independent}
+
+
+def uniform_rows(columns: list[dict[str, Any]], n: int, rng: np.random.Generator) -> pd.DataFrame:
+    """Rows drawn uniformly from the public domain."""
+    out = {}
+    for c in columns:
+        if "values" in c:
+            out[c["name"]] = rng.choice(c["values"], n)
+        elif isinstance(c["lower"], int):
+            out[c["name"]] = rng.integers(c["lower"], c["upper"] + 1, n)
+        else:
+            out[c["name"]] = rng.uniform(c["lower"], c["upper"], n)
+    return pd.DataFrame(out)
+
+
+def tstr_auc(real: pd.DataFrame, synthetic: pd.DataFrame, label: str) -> float:
+    """AUC on the real rows of gradient boosting trained on the synthetic rows."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+    from sklearn.metrics import roc_auc_score
+
+    y = synthetic[label].to_numpy()
+    if len(np.unique(y)) < 2:
+        return 0.5
+    model = HistGradientBoostingClassifier(random_state=0)
+    model.fit(synthetic.drop(columns=[label]).astype(float), y.astype(int))
+    scores = model.predict_proba(real.drop(columns=[label]).astype(float))[:, 1]
+    return float(roc_auc_score(real[label].to_numpy().astype(int), scores))
+
+
+def marginal_scores(
+    real: pd.DataFrame, synthetic: pd.DataFrame, columns: list[dict[str, Any]], epsilon: float
+) -> dict[str, Any]:
+    """``shared/tools/marginals.py`` on the two tables."""
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = []
+        for name, frame in (("real", real), ("synthetic", synthetic)):
+            path = Path(tmp) / f"{name}.parquet"
+            pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path)
+            paths.append(str(path))
+        config = Path(tmp) / "release.yaml"
+        config.write_text(yaml.safe_dump({"columns": columns}))
+        out = subprocess.run(
+            [
+                sys.executable,
+                str(SHARED / "tools" / "marginals.py"),
+                *paths,
+                "--config",
+                str(config),
+                "--epsilon",
+                str(epsilon),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return json.loads(out.stdout)
+
+
+def run(table: str, epsilon: float, method: str, seed: int) -> dict[str, Any]:
+    from dpsmooth_spark import Synthesizer
+
+    real, columns, label = TABLES[table]()
+    start = time.perf_counter()
+    if method == "ours":
+        synthetic = Synthesizer(columns, epsilon).fit(real).sample(len(real))
+    else:
+        synthetic = uniform_rows(columns, len(real), np.random.default_rng(seed))
+    seconds = time.perf_counter() - start
+    scores = marginal_scores(real, synthetic, columns, epsilon)
+    return {
+        "table": table,
+        "epsilon": epsilon,
+        "method": method,
+        "release": seed,
+        "tvd1": scores["tvd1"],
+        "tvd2": scores["tvd2"],
+        "tvd3": scores["tvd3"],
+        "independent": scores["independent"],
+        "auc": tstr_auc(real, synthetic, label),
+        "seconds": round(seconds, 1),
+    }
+
+
+def main(argv: list[str]) -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--tables", default=",".join(TABLES))
+    ap.add_argument("--epsilons", default="0.1,1,10")
+    ap.add_argument("--methods", default="ours,uniform")
+    ap.add_argument("--releases", type=int, default=1)
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "mixed.json")
+    args = ap.parse_args(argv)
+    runs = []
+    for table in args.tables.split(","):
+        for epsilon in map(float, args.epsilons.split(",")):
+            for method in args.methods.split(","):
+                for seed in range(args.releases if method == "ours" else 1):
+                    runs.append(run(table, epsilon, method, seed))
+                    print(json.dumps(runs[-1]), flush=True)
+    command = "python -m benchmarks mixed " + " ".join(argv)
+    args.out.write_text(
+        json.dumps({"command": command, "secure_noise": True, "runs": runs}, indent=1)
+    )
