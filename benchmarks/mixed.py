@@ -8,9 +8,11 @@ table of independent columns. Per release: the mean total-variation distance of 
 2-way and 200 random 3-way marginals (``../shared/tools/marginals.py``: integers in at most 16
 cells), the same for its ``independent`` baseline (each column's Laplace histogram at
 epsilon / d), train-on-synthetic AUC (gradient boosting trained on the synthetic rows, scored on
-the real ones) and seconds. Methods: ``ours`` (the library, the defaults, pure epsilon) and
-``uniform`` rows; MST and AIM run from ``scripts/peers_env`` (``benchmarks/peers.py``) are not
-part of this command yet.
+the real ones) and seconds. Methods: ``ours`` (the library, the defaults, pure epsilon),
+``uniform`` rows, and smartnoise-synth's ``mst`` and ``aim`` in both of mbi's sampling modes
+(``mst`` / ``aim``: randomized rounding, their default; ``mst_sample`` / ``aim_sample``: i.i.d.
+draws), run in ``.venv-peers`` (``scripts/peers_env``; ``benchmarks/peers_mixed.py``) with a
+time limit (``--peer-timeout``); a run that does not finish is recorded as such.
 
 Writes ``benchmarks/mixed.json``; docs/results.md has the table.
 """
@@ -170,15 +172,69 @@ def marginal_scores(
         return json.loads(out.stdout)
 
 
-def run(table: str, epsilon: float, method: str, seed: int) -> dict[str, Any]:
+PEERS_PYTHON = ROOT / ".venv-peers" / "bin" / "python"
+
+
+def peer_release(
+    method: str,
+    real: pd.DataFrame,
+    columns: list[dict[str, Any]],
+    epsilon: float,
+    seed: int,
+    timeout: float,
+) -> pd.DataFrame | None:
+    """A smartnoise-synth release (``mst``, ``aim``, ``*_sample``); ``None`` past ``timeout``."""
+    name, _, sampling = method.partition("_")
+    with tempfile.TemporaryDirectory() as tmp:
+        source, spec, out = (Path(tmp) / f for f in ("real.parquet", "columns.json", "out.parquet"))
+        pq.write_table(pa.Table.from_pandas(real, preserve_index=False), source)
+        spec.write_text(json.dumps(columns))
+        try:
+            subprocess.run(
+                [
+                    str(PEERS_PYTHON),
+                    str(ROOT / "benchmarks" / "peers_mixed.py"),
+                    name,
+                    str(epsilon),
+                    str(source),
+                    str(spec),
+                    str(out),
+                    "--sampling",
+                    sampling or "round",
+                    "--seed",
+                    str(seed),
+                ],
+                check=True,
+                capture_output=True,
+                timeout=timeout,
+            )
+        except subprocess.TimeoutExpired:
+            return None
+        return pq.read_table(out).to_pandas()
+
+
+def run(
+    table: str, epsilon: float, method: str, seed: int, timeout: float = 600.0
+) -> dict[str, Any]:
     from dpsmooth_spark import Synthesizer
 
     real, columns, label = TABLES[table]()
     start = time.perf_counter()
     if method == "ours":
         synthetic = Synthesizer(columns, epsilon).fit(real).sample(len(real))
-    else:
+    elif method == "uniform":
         synthetic = uniform_rows(columns, len(real), np.random.default_rng(seed))
+    else:
+        found = peer_release(method, real, columns, epsilon, seed, timeout)
+        if found is None:
+            return {
+                "table": table,
+                "epsilon": epsilon,
+                "method": method,
+                "release": seed,
+                "timeout_s": timeout,
+            }
+        synthetic = found
     seconds = time.perf_counter() - start
     scores = marginal_scores(real, synthetic, columns, epsilon)
     return {
@@ -201,14 +257,15 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--epsilons", default="0.1,1,10")
     ap.add_argument("--methods", default="ours,uniform")
     ap.add_argument("--releases", type=int, default=1)
+    ap.add_argument("--peer-timeout", type=float, default=600.0)
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "mixed.json")
     args = ap.parse_args(argv)
     runs = []
     for table in args.tables.split(","):
         for epsilon in map(float, args.epsilons.split(",")):
             for method in args.methods.split(","):
-                for seed in range(args.releases if method == "ours" else 1):
-                    runs.append(run(table, epsilon, method, seed))
+                for seed in range(args.releases if method != "uniform" else 1):
+                    runs.append(run(table, epsilon, method, seed, args.peer_timeout))
                     print(json.dumps(runs[-1]), flush=True)
     command = "python -m benchmarks mixed " + " ".join(argv)
     args.out.write_text(
