@@ -44,6 +44,20 @@ DEFAULT_TOOL = ROOT.parent / "shared" / "tools" / "fidelity.py"
 PEERS_PYTHON = ROOT / ".venv-peers" / "bin" / "python"
 
 
+def run_peer(script: str, args: list[str], timeout: float) -> bool:
+    """Run ``benchmarks/<script>`` in the peers environment; ``False`` when it ran out of time."""
+    try:
+        subprocess.run(
+            [str(PEERS_PYTHON), str(ROOT / "benchmarks" / script), *args],
+            check=True,
+            capture_output=True,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        return False
+    return True
+
+
 def peer_release(
     method: str, data: np.ndarray, bounds: PublicBounds, epsilon: float, seed: int, timeout: float
 ) -> np.ndarray | None:
@@ -61,24 +75,8 @@ def peer_release(
                 }
             )
         )
-        try:
-            subprocess.run(
-                [
-                    str(PEERS_PYTHON),
-                    str(ROOT / "benchmarks" / "peers.py"),
-                    method,
-                    str(epsilon),
-                    str(real),
-                    str(spec),
-                    str(out),
-                    "--seed",
-                    str(seed),
-                ],
-                check=True,
-                capture_output=True,
-                timeout=timeout,
-            )
-        except subprocess.TimeoutExpired:
+        args = [method, str(epsilon), str(real), str(spec), str(out), "--seed", str(seed)]
+        if not run_peer("peers.py", args, timeout):
             return None
         table = pq.read_table(out)
         return np.column_stack([table[c].to_numpy() for c in bounds.columns])

@@ -34,6 +34,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
+from benchmarks.fidelity import run_peer
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 CATEGORICAL = (
@@ -172,9 +174,6 @@ def marginal_scores(
         return json.loads(out.stdout)
 
 
-PEERS_PYTHON = ROOT / ".venv-peers" / "bin" / "python"
-
-
 def peer_release(
     method: str,
     real: pd.DataFrame,
@@ -189,26 +188,9 @@ def peer_release(
         source, spec, out = (Path(tmp) / f for f in ("real.parquet", "columns.json", "out.parquet"))
         pq.write_table(pa.Table.from_pandas(real, preserve_index=False), source)
         spec.write_text(json.dumps(columns))
-        try:
-            subprocess.run(
-                [
-                    str(PEERS_PYTHON),
-                    str(ROOT / "benchmarks" / "peers_mixed.py"),
-                    name,
-                    str(epsilon),
-                    str(source),
-                    str(spec),
-                    str(out),
-                    "--sampling",
-                    sampling or "round",
-                    "--seed",
-                    str(seed),
-                ],
-                check=True,
-                capture_output=True,
-                timeout=timeout,
-            )
-        except subprocess.TimeoutExpired:
+        args = [name, str(epsilon), str(source), str(spec), str(out)]
+        args += ["--sampling", sampling or "round", "--seed", str(seed)]
+        if not run_peer("peers_mixed.py", args, timeout):
             return None
         return pq.read_table(out).to_pandas()
 
