@@ -10,11 +10,13 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
 
 from dpsmooth_spark.config import parse_config, resolve_paths
+from dpsmooth_spark.core.bounds import PublicBounds
 from dpsmooth_spark.core.kernel import PassSpec, partial_sums
 from dpsmooth_spark.pipeline.evaluate import run_evaluate
 from dpsmooth_spark.pipeline.summarize import run_summarize
@@ -48,8 +50,6 @@ def release_config(tmp_path: Path, wdbc_config_dict: dict, name: str, **extra) -
 def test_data_pass_through_connect_is_exact(spark, remote, wdbc_table, wdbc_bounds):
     """Both readers (DataFrame + mapInArrow, and pyarrow in the tasks) through Connect give the
     exact integer sums of a plain numpy pass."""
-    from dpsmooth_spark.core.bounds import PublicBounds
-
     bounds = PublicBounds.from_mapping(wdbc_bounds)
     spec = PassSpec(2, histogram_cells=64)
     x = np.column_stack([wdbc_table[c].to_numpy().astype(float) for c in bounds.columns])
@@ -147,3 +147,17 @@ def test_summary_and_evaluate_through_connect(spark, connect_server, tmp_path, w
     )
     assert metrics["rows"]["real_sample"] == 569
     assert (tmp_path / "report" / "report.html").exists()
+
+
+def test_contribution_bounding_through_connect(remote, tmp_path):
+    """The privacy unit's bound (a window over the unit, SQL expressions only) runs through
+    Connect: the pass counts min(rows, 5) rows of each unit."""
+    rng = np.random.default_rng(4)
+    sizes = rng.integers(1, 20, 200)
+    unit = np.repeat(np.arange(sizes.size), sizes)
+    path = tmp_path / "visits.parquet"
+    pq.write_table(pa.table({"patient_id": unit, "x": rng.uniform(0, 1, unit.size)}), path)
+    bounds = PublicBounds.from_mapping({"x": (0.0, 1.0)})
+    df = io.read_table(remote, str(path), "parquet", ["x"], extra=("patient_id",))
+    sums = exact_sums(io.bound_contributions(df, "patient_id", 5, seed=3), bounds, PassSpec(1))
+    assert sums.count == int(np.minimum(sizes, 5).sum()) and sums.rows_seen == sums.count

@@ -12,6 +12,7 @@ import pytest
 
 from dpsmooth_spark.config import parse_config
 from dpsmooth_spark.pipeline.synthesize import run_synthesize
+from dpsmooth_spark.privacy.ledger import LedgerConflictError
 from dpsmooth_spark.spark.io import InputError, bound_contributions
 
 pytestmark = pytest.mark.spark
@@ -81,6 +82,17 @@ def test_a_unit_level_release_states_its_relation_and_charges_k_times(spark, tmp
     summary = json.loads((Path(report.output_path) / "summary.json").read_text())
     bounded = np.minimum(np.bincount(visits()["patient_id"].to_numpy()), K).sum()
     assert abs(summary["noisy_count"] - bounded) < 0.2 * bounded
+
+
+def test_a_retry_must_keep_the_bound(spark, tmp_path):
+    """A release id reused with another max_rows_per_unit is another release: refused."""
+    data = config(tmp_path, visits(60), unit="patient_id", max_rows_per_unit=K)
+    data["release_id"] = "r1"
+    run_synthesize(parse_config(data), quiet=True)
+    data["privacy"] = {**data["privacy"], "max_rows_per_unit": K + 1}
+    data["output"] = {**data["output"], "path": str(tmp_path / "other")}
+    with pytest.raises(LedgerConflictError):
+        run_synthesize(parse_config(data), quiet=True)
 
 
 def test_bad_unit_input_is_refused_before_any_budget(spark, tmp_path):
