@@ -4,6 +4,7 @@ import json
 from dataclasses import replace
 
 import numpy as np
+import pytest
 
 from dpsmooth_spark.core.bounds import PublicBounds
 from dpsmooth_spark.core.chebyshev import HistogramBasis, coarsen_histograms
@@ -74,3 +75,9 @@ def test_a_toy_measurement_kind_runs_end_to_end(monkeypatch):
         fit = fit_from_summary(found, SynthesizerParams(candidates=3000), np.random.default_rng(2))
         means.append(fit.weights @ fit.candidates[:, 0])
     assert abs(means[0] - 0.75) < 0.03 and abs(means[1] - 0.5) < 0.03, means
+
+
+def test_a_query_without_a_codec_is_a_clear_error():
+    record = summary.NoisyStatistic("toy", "toy", ColumnMean(0), np.zeros(1), 1.0)
+    with pytest.raises(ValueError, match="register one in QUERY_CODECS"):
+        record.to_dict()

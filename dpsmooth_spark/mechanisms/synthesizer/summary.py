@@ -102,8 +102,13 @@ class NoisyStatistic:
         """JSON-ready form: the query through its codec."""
         out: dict[str, Any] = {"kind": self.kind, "stage": self.stage, "scope": list(self.scope)}
         if self.query is not None:
-            name = next(k for k, (cls, _, _) in QUERY_CODECS.items() if type(self.query) is cls)
-            out["query"] = {"type": name, **QUERY_CODECS[name][1](self.query)}
+            names = [k for k, (cls, _, _) in QUERY_CODECS.items() if type(self.query) is cls]
+            if not names:
+                raise ValueError(
+                    f"no codec for a {type(self.query).__name__} query (statistic {self.kind!r}): "
+                    "register one in QUERY_CODECS"
+                )
+            out["query"] = {"type": names[0], **QUERY_CODECS[names[0]][1](self.query)}
         out["values"] = np.asarray(self.values).tolist()
         out["noise_std"] = float(self.noise_std)
         return out
