@@ -417,6 +417,35 @@ class SparkConfig(_Strict):
     )
 
 
+def check_synthesis(
+    columns: list[ColumnConfig], privacy: PrivacyConfig, mechanism: SynthesizerParams
+) -> None:
+    """The rules that join the columns, the privacy section and the synthesize job's parameters;
+    a release config and the in-memory ``Synthesizer`` both apply them.
+
+    Raises:
+        ValueError: a column declared twice, the privacy unit declared as a column, anchor
+            columns that are not declared, or a pooled histogram forced under zCDP.
+    """
+    names = [c.name for c in columns]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ValueError(f"duplicate column names: {dupes}")
+    if privacy.unit is not None and privacy.unit in names:
+        raise ValueError(
+            f"privacy.unit {privacy.unit!r} is also declared as a column; the unit column is "
+            "never released: remove it from columns"
+        )
+    unknown = sorted(set(mechanism.pair_columns) - set(names))
+    if unknown:
+        raise ValueError(f"mechanism.pair_columns are not configured columns: {unknown}")
+    if mechanism.pooled_histogram == "on" and privacy.delta > 0:
+        raise ValueError(
+            "mechanism.pooled_histogram: on needs pure epsilon-DP (privacy.delta: 0); "
+            "under zCDP it gains nothing (docs/privacy.md section 3f)"
+        )
+
+
 class ReleaseConfig(_Strict):
     """A complete release: ``mechanism`` configures the synthesize job, ``summary`` the summarize
     job, ``grid`` the synthesize-grid job (Algorithm 3), ``bernstein`` the release-function job
@@ -474,38 +503,9 @@ class ReleaseConfig(_Strict):
         ),
     )
 
-    @field_validator("columns")
-    @classmethod
-    def _unique(cls, columns: list[ColumnConfig]) -> list[ColumnConfig]:
-        names = [c.name for c in columns]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"duplicate column names: {dupes}")
-        return columns
-
     @model_validator(mode="after")
-    def _unit_not_released(self) -> ReleaseConfig:
-        if self.privacy.unit is not None and self.privacy.unit in self.column_names:
-            raise ValueError(
-                f"privacy.unit {self.privacy.unit!r} is also declared as a column; the unit "
-                "column is never released: remove it from columns"
-            )
-        return self
-
-    @model_validator(mode="after")
-    def _pair_columns_exist(self) -> ReleaseConfig:
-        unknown = sorted(set(self.mechanism.pair_columns) - {c.name for c in self.columns})
-        if unknown:
-            raise ValueError(f"mechanism.pair_columns are not configured columns: {unknown}")
-        return self
-
-    @model_validator(mode="after")
-    def _pooled_histogram_needs_pure_dp(self) -> ReleaseConfig:
-        if self.mechanism.pooled_histogram == "on" and self.privacy.delta > 0:
-            raise ValueError(
-                "mechanism.pooled_histogram: on needs pure epsilon-DP (privacy.delta: 0); "
-                "under zCDP it gains nothing (docs/privacy.md section 3f)"
-            )
+    def _columns_privacy_and_mechanism_agree(self) -> ReleaseConfig:
+        check_synthesis(self.columns, self.privacy, self.mechanism)
         return self
 
     @model_validator(mode="after")

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from dpsmooth_spark.config import ColumnConfig, PrivacyConfig
+from dpsmooth_spark.config import ColumnConfig, PrivacyConfig, check_synthesis
 from dpsmooth_spark.core.columns import ColumnTypeError, TableCodec, table_codec
 from dpsmooth_spark.core.contributions import bounded_rows
 from dpsmooth_spark.core.kernel import partial_sums
@@ -70,18 +70,11 @@ class Synthesizer:
         max_rows_per_unit: int | None = None,
     ) -> None:
         self.columns = [ColumnConfig.model_validate(c) for c in columns]
-        names = [c.name for c in self.columns]
-        if len(set(names)) != len(names):
-            raise ValueError(f"columns are declared more than once: {names}")
         self.privacy = PrivacyConfig(
             epsilon=epsilon, delta=delta, unit=unit, max_rows_per_unit=max_rows_per_unit
         )
-        if unit is not None and unit in names:
-            raise ValueError(f"privacy unit {unit!r} is declared as a column: it is never released")
         self.params = SynthesizerParams.model_validate(mechanism or {})
-        unknown = set(self.params.pair_columns) - set(names)
-        if unknown:
-            raise ValueError(f"mechanism.pair_columns names undeclared columns: {sorted(unknown)}")
+        check_synthesis(self.columns, self.privacy, self.params)
         if on_invalid not in ("error", "drop"):
             raise ValueError("on_invalid must be error or drop")
         self.random_state = random_state
