@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any, Literal
 
 import numpy as np
@@ -196,7 +197,7 @@ class NoisySummary:
     """Everything the mechanism releases before post-processing; all of it is DP.
 
     The statistics are a list of :class:`NoisyStatistic`; the properties below are views of it
-    (``None`` or empty where a kind was not measured).
+    (``None`` or empty where a kind was not measured), the ones that concatenate computed once.
 
     Attributes:
         bounds: column names and public bounds.
@@ -231,7 +232,7 @@ class NoisySummary:
         found = self.of_kind(kind)
         return found[-1] if found else None
 
-    @property
+    @cached_property
     def basis(self) -> BasisSet:
         """The Chebyshev products measured (empty where none)."""
         parts = [s.query for s in self.of_kind("basis")]
@@ -242,12 +243,12 @@ class NoisySummary:
             d, max(1, *(p.degree for p in parts)), np.vstack([p.indices for p in parts])
         )
 
-    @property
+    @cached_property
     def noisy_sums(self) -> np.ndarray:
         """The basis sums plus noise, ``(R,)``."""
         return np.concatenate([np.zeros(0), *(s.values for s in self.of_kind("basis"))])
 
-    @property
+    @cached_property
     def basis_noise_std(self) -> np.ndarray:
         """``(R,)`` standard deviation of the noise of each basis sum."""
         return np.concatenate(
@@ -288,7 +289,7 @@ class NoisySummary:
         found = self._one("pooled_histogram")
         return None if found is None else np.array(found.scope, dtype=np.int64)
 
-    @property
+    @cached_property
     def factor_pairs(self) -> FactorPairs | None:
         """The pair terms measured on spread factors, every round's together."""
         parts = self.of_kind("factor_pairs")
@@ -296,7 +297,7 @@ class NoisySummary:
             return None
         return FactorPairs(parts[0].query.coefficients, np.vstack([s.query.pairs for s in parts]))
 
-    @property
+    @cached_property
     def factor_sums(self) -> np.ndarray | None:
         parts = self.of_kind("factor_pairs")
         return np.concatenate([s.values for s in parts]) if parts else None
