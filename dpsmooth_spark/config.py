@@ -158,16 +158,36 @@ class ColumnConfig(_Strict):
             "Allow nulls: their share is released (a null cell in the histogram) and reproduced."
         ),
     )
-    lower: float | dt.datetime | dt.date | None = Field(
+    lower: float | dt.datetime | dt.date | Literal["auto"] | None = Field(
         default=None,
-        description="Public lower bound: a number (float or integer column), a date or a datetime.",
+        description=(
+            "Public lower bound: a number (float or integer column), a date or a datetime; auto: "
+            "found with DP inside range, charged to the budget."
+        ),
     )
-    upper: float | dt.datetime | dt.date | None = Field(
-        default=None, description="Public upper bound, of the same kind as lower."
-    )
-    values: list[StrictBool | StrictInt | StrictStr] | None = Field(
+    upper: float | dt.datetime | dt.date | Literal["auto"] | None = Field(
         default=None,
-        description="The public values of a categorical column (strings, integers or booleans).",
+        description="Public upper bound, of the same kind as lower; auto as for lower.",
+    )
+    range: (
+        tuple[float, float] | tuple[dt.datetime, dt.datetime] | tuple[dt.date, dt.date] | None
+    ) = Field(
+        default=None,
+        description=(
+            "With auto bounds: the public coarse range [a, b] the DP bounds are found in (an "
+            "integer, date or timestamp column may leave it out: its type's range)."
+        ),
+    )
+    values: list[StrictBool | StrictInt | StrictStr] | Literal["auto"] | None = Field(
+        default=None,
+        description=(
+            "The public values of a categorical column (strings, integers or booleans); auto: the "
+            "values DP partition selection finds (needs privacy.delta > 0 and other)."
+        ),
+    )
+    other: StrictInt | StrictStr | None = Field(
+        default=None,
+        description="With values: auto, the value that every value not found stands for.",
     )
 
     @model_validator(mode="after")
@@ -175,6 +195,27 @@ class ColumnConfig(_Strict):
         bounds = (self.lower is not None, self.upper is not None)
         if bounds[0] != bounds[1]:
             raise ValueError(f"column {self.name!r}: give both lower and upper, or neither")
+        if self.range is not None and not self.auto_bounds:
+            raise ValueError(f"column {self.name!r}: range goes with lower: auto or upper: auto")
+        if self.range is not None and not _comparable(self.range[0]) < _comparable(self.range[1]):
+            raise ValueError(f"column {self.name!r}: range must be [a, b] with a < b")
+        if self.range is not None and not all(
+            math.isfinite(v) for v in self.range if isinstance(v, float)
+        ):
+            raise ValueError(f"column {self.name!r}: range must be finite")
+        if (self.other is not None) != (self.values == "auto"):
+            raise ValueError(
+                f"column {self.name!r}: values: auto and other go together (other names the value "
+                "that stands for every value the selection does not release)"
+            )
+        if self.values == "auto":
+            if bounds[0]:
+                raise ValueError(
+                    f"column {self.name!r}: give bounds (lower, upper) or values, not both"
+                )
+            return self
+        if self.auto_bounds:
+            return self._mixed_auto_bounds()
         if self.values is not None:
             if bounds[0]:
                 raise ValueError(
@@ -210,6 +251,31 @@ class ColumnConfig(_Strict):
         if not ordered:
             raise ValueError(f"column {self.name!r}: lower ({lo}) must be < upper ({hi})")
         return self
+
+    def _mixed_auto_bounds(self) -> ColumnConfig:
+        """One bound auto, the other given: the given one must fit the range's kind."""
+        if self.values is not None:
+            raise ValueError(
+                f"column {self.name!r}: give bounds (lower, upper) or values, not both"
+            )
+        fixed = [b for b in (self.lower, self.upper) if b != "auto"]
+        if fixed and self.range is not None:
+            if isinstance(fixed[0], dt.date) != isinstance(self.range[0], dt.date):
+                raise ValueError(
+                    f"column {self.name!r}: the bound {fixed[0]} and the range must both be "
+                    "numbers or both dates"
+                )
+        return self
+
+    @property
+    def auto_bounds(self) -> bool:
+        """Whether a bound is ``auto`` (found by a DP quantile)."""
+        return self.lower == "auto" or self.upper == "auto"
+
+    @property
+    def auto_values(self) -> bool:
+        """Whether the categorical domain is ``auto`` (found by DP partition selection)."""
+        return self.values == "auto"
 
     @property
     def numeric_bounds(self) -> tuple[float, float] | None:
@@ -270,6 +336,16 @@ class PrivacyConfig(_Strict):
         description=(
             "With unit: the pass keeps at most this many rows of each unit (a uniform random "
             "choice per unit) and every sensitivity is multiplied by it."
+        ),
+    )
+
+    domain_fraction: float = Field(
+        default=0.1,
+        gt=0,
+        lt=1,
+        description=(
+            "Share of the budget that auto bounds and auto values spend (split evenly over them); "
+            "unused when no column is auto."
         ),
     )
 
@@ -435,6 +511,13 @@ def check_synthesis(
         raise ValueError(
             f"privacy.unit {privacy.unit!r} is also declared as a column; the unit column is "
             "never released: remove it from columns"
+        )
+    auto_values = [c.name for c in columns if c.auto_values]
+    if auto_values and privacy.delta == 0:
+        raise ValueError(
+            f"columns {auto_values} declare values: auto, which needs privacy.delta > 0: a value "
+            "that only one person has could appear in the release, and only delta can pay for "
+            "that (docs/privacy.md section 1c); list the values, or set a delta"
         )
     unknown = sorted(set(mechanism.pair_columns) - set(names))
     if unknown:

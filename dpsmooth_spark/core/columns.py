@@ -53,6 +53,8 @@ class ColumnCodec:
         values: the categorical domain, in index order.
         nulls: the config declares the column nullable: its nulls are counted (and their share
             released) instead of making the row invalid.
+        fallback: for a domain found by partition selection, the index of its ``other`` value,
+            which every value outside the domain encodes as (``None``: such a value is invalid).
     """
 
     name: str
@@ -63,12 +65,17 @@ class ColumnCodec:
     upper: float
     values: tuple[Any, ...] = ()
     nulls: bool = False
+    fallback: int | None = None
 
     def encode(self, array: pa.Array | pa.ChunkedArray) -> np.ndarray:
         """The column's values in encoded units (float64; NaN for null, NaN or out of domain)."""
         if self.kind == "categorical":
             domain = pa.array(list(self.values), type=array.type)
             codes = pc.index_in(array, value_set=domain)
+            if self.fallback is not None:  # a value outside the found domain is `other`
+                codes = pc.if_else(
+                    pc.and_(pc.is_null(codes), pc.is_valid(array)), self.fallback, codes
+                )
             return np.asarray(codes.to_numpy(zero_copy_only=False), dtype=np.float64)
         if self.kind == "boolean":
             array = pc.cast(array, pa.int8())
@@ -193,8 +200,10 @@ def column_codec(
     upper: Any = None,
     values: tuple[Any, ...] | None = None,
     nulls: bool = False,
+    other: Any = None,
 ) -> ColumnCodec:
-    """The codec of one configured column given its type in the input table.
+    """The codec of one configured column given its type in the input table; ``other`` (one of
+    ``values``) stands for every value outside them.
 
     Raises:
         ColumnTypeError: the type does not fit the declaration (message names the column).
@@ -202,7 +211,13 @@ def column_codec(
     if nulls and not nullable:
         raise ColumnTypeError(f"column {name!r} is declared nullable, but the table's field is not")
     codec = _codec(name, arrow_type, nullable, lower, upper, values)
-    return dataclasses.replace(codec, nulls=nulls)
+    fallback = None
+    if other is not None:
+        matches = [i for i, v in enumerate(codec.values) if v == other]
+        if not matches:
+            raise ColumnTypeError(f"column {name!r}: other {other!r} is not of the table's type")
+        fallback = matches[0]
+    return dataclasses.replace(codec, nulls=nulls, fallback=fallback)
 
 
 def _codec(
@@ -308,6 +323,7 @@ def table_codec(columns: list[Any], schema: pa.Schema, csv: bool = False) -> Tab
                 c.upper,
                 tuple(c.values) if c.values is not None else None,
                 c.nullable,
+                getattr(c, "other", None),
             )
         )
     wanted = {c.name for c in columns}

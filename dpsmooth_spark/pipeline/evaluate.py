@@ -10,12 +10,15 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from dpsmooth_spark.config import ReleaseConfig
+from dpsmooth_spark.core.columns import TableCodec
 from dpsmooth_spark.evaluation.queries import PAPER_WDBC_EPS1
 from dpsmooth_spark.evaluation.release_metrics import QuerySets, evaluate
 from dpsmooth_spark.evaluation.report import write_report
 from dpsmooth_spark.evaluation.verdict import verdict, verdict_text
+from dpsmooth_spark.mechanisms.public_domains import PublicDomains
+from dpsmooth_spark.pipeline import domains
 from dpsmooth_spark.pipeline.progress import StageLog
-from dpsmooth_spark.pipeline.release import input_codec
+from dpsmooth_spark.pipeline.release import input_codec, input_schema
 from dpsmooth_spark.spark import data_pass, io, lake, locations, session
 
 
@@ -39,15 +42,9 @@ def run_evaluate(
     locations.check_no_overlap(config, extra_output=out_dir)
     log = StageLog(quiet=quiet)
     snapshot = io.input_snapshot(config.input)
-    codec = input_codec(config, snapshot)
-    bounds = codec.bounds()
-    columns = codec.names
-    label_index = columns.index(label) if label is not None else None
+    columns = config.column_names
     if label is not None and label not in columns:
         raise ValueError(f"label {label!r} is not one of the config's columns")
-    features = np.array([i for i in range(len(columns)) if i != label_index])
-    query_sets = QuerySets.draw(len(columns), features, queries, seed)
-    rng = np.random.default_rng(seed)
 
     release = Path(synthetic_path)
     documents = release
@@ -59,9 +56,16 @@ def run_evaluate(
             table = pq.read_table(
                 release / "data" if (release / "data").exists() else release, columns=columns
             )
-        synthetic = bounds.scale(_finite(codec.encode(table)))
-        if synthetic.shape[0] > sample_rows:
-            synthetic = synthetic[rng.choice(synthetic.shape[0], sample_rows, replace=False)]
+    manifest = _json(documents / "manifest.json")
+    codec = _release_codec(config, snapshot, manifest or {})
+    bounds = codec.bounds()
+    label_index = columns.index(label) if label is not None else None
+    features = np.array([i for i in range(len(columns)) if i != label_index])
+    query_sets = QuerySets.draw(len(columns), features, queries, seed)
+    rng = np.random.default_rng(seed)
+    synthetic = bounds.scale(_finite(codec.encode(table)))
+    if synthetic.shape[0] > sample_rows:
+        synthetic = synthetic[rng.choice(synthetic.shape[0], sample_rows, replace=False)]
     with log.stage("spark session"):
         spark = session.session_for(config.spark)
     with log.stage("real-side query answers (Spark pass)"):
@@ -75,7 +79,6 @@ def run_evaluate(
         valid = df.dropna()
         sample = (valid.sample(fraction=fraction, seed=seed) if fraction < 1 else valid).toArrow()
         real = bounds.scale(_finite(codec.encode(sample)))
-    manifest = _json(documents / "manifest.json")
     summary = _json(documents / "summary.json")
     with log.stage("metrics"):
         metrics = evaluate(
@@ -108,6 +111,22 @@ def run_evaluate(
     if not quiet:
         print(verdict_text(metrics["verdict"]))
     return metrics
+
+
+def _release_codec(config: ReleaseConfig, snapshot: Any, manifest: dict[str, Any]) -> TableCodec:
+    """The columns as the release typed them: auto bounds and values as its manifest states."""
+    if not domains.has_auto(config.columns):
+        return input_codec(config, snapshot)
+    found = manifest.get("privacy", {}).get("public_domains")
+    if found is None:
+        raise ValueError("the config has auto domains but the release's manifest states none")
+    schema = input_schema(config, snapshot)
+    csv = config.input.format == "csv"
+    provisional = io.table_codec(
+        domains.provisional_columns(config.columns, schema, csv), schema, csv
+    )
+    resolved = domains.resolved_columns(config.columns, provisional, PublicDomains.from_dict(found))
+    return io.table_codec(resolved, schema, csv)
 
 
 def _finite(values: np.ndarray) -> np.ndarray:

@@ -20,12 +20,19 @@ from dpsmooth_spark.config import ColumnConfig, PrivacyConfig, check_synthesis
 from dpsmooth_spark.core.columns import ColumnTypeError, TableCodec, table_codec
 from dpsmooth_spark.core.contributions import bounded_rows
 from dpsmooth_spark.core.kernel import partial_sums
+from dpsmooth_spark.mechanisms.public_domains import SELECTION_DELTA_SHARE, PublicDomains
 from dpsmooth_spark.mechanisms.synthesizer import (
     SynthesisResult,
     SynthesizerParams,
     default_rows,
     fit_from_sums,
     sample_table,
+)
+from dpsmooth_spark.pipeline.domains import (
+    find_domains,
+    has_auto,
+    provisional_columns,
+    resolved_columns,
 )
 from dpsmooth_spark.pipeline.row_checks import InvalidDataError, check_rows
 from dpsmooth_spark.privacy.accountant import PrivacyAccountant
@@ -54,6 +61,7 @@ class Synthesizer:
 
     Attributes (after ``fit``):
         accountant_: what the release spent, stage by stage.
+        domains_: the auto bounds and values found (``None`` when no column is auto).
         result_: the fitted distribution; ``result_.summary`` is the noisy summary (DP).
         codec_: the released columns' kinds and the input's types.
     """
@@ -84,20 +92,42 @@ class Synthesizer:
         """Measure and fit on a pandas DataFrame or an Arrow table (in memory)."""
         self.pandas_ = not isinstance(table, pa.Table)
         data = pa.Table.from_pandas(table, preserve_index=False) if self.pandas_ else table
-        codec: TableCodec = table_codec(self.columns, data.schema)
+        provisional = table_codec(provisional_columns(self.columns, data.schema), data.schema)
         rng = np.random.default_rng(self.random_state)
         if self.privacy.unit is not None:
             data = _bounded(data, self.privacy.unit, self.privacy.unit_rows, rng)
+        selection = any(c.auto_values for c in self.columns)
+        accountant = PrivacyAccountant(
+            self.privacy.epsilon,
+            self.privacy.delta,
+            unit_rows=self.privacy.unit_rows,
+            selection_delta=self.privacy.delta * SELECTION_DELTA_SHARE if selection else 0.0,
+        )
+        noise = NoiseSource(rng if self.random_state is not None else None)
+        codec: TableCodec = provisional
+        found: PublicDomains | None = None
+        if has_auto(self.columns):  # found before any other statistic, as in the Spark job
+            found = find_domains(
+                lambda grids: {
+                    name: grid.counts(_column(provisional, name).encode(data.column(name)))
+                    for name, grid in grids.items()
+                },
+                lambda name: _value_counts(data.column(name)),
+                self.columns,
+                provisional,
+                accountant,
+                noise,
+                self.privacy.domain_fraction,
+            )
+            resolved = resolved_columns(self.columns, provisional, found)
+            codec = table_codec(resolved, data.schema)
         bounds, nullable = codec.bounds(), codec.null_columns
         spec = replace(self.params.pass_spec(bounds.d), null_cells=bool(nullable.any()))
         sums = partial_sums([codec.encode_with_nulls(data)], bounds.lower, bounds.upper, spec)
-        check_rows(
+        check_rows(  # a refusal publishes nothing, so the domains' noise was never released
             sums.rows_seen, sums.rows_invalid, sums.rows_clamped, sums.count, self.on_invalid
         )
-        self.accountant_ = PrivacyAccountant(
-            self.privacy.epsilon, self.privacy.delta, unit_rows=self.privacy.unit_rows
-        )
-        noise = NoiseSource(rng if self.random_state is not None else None)
+        self.accountant_, self.domains_ = accountant, found
         self.result_: SynthesisResult = fit_from_sums(
             sums, bounds, self.params, self.accountant_, noise, rng, codec.lattice(), nullable
         )
@@ -112,6 +142,18 @@ class Synthesizer:
             self.result_, count, self.rng_, self.params.herding_rows, self.codec_
         )
         return data.to_pandas() if self.pandas_ else data
+
+
+def _column(codec: TableCodec, name: str) -> Any:
+    return next(c for c in codec.columns if c.name == name)
+
+
+def _value_counts(column: pa.ChunkedArray) -> dict[Any, int]:
+    """Every non-null value of ``column`` with its count."""
+    counts = column.drop_null().value_counts()
+    return dict(
+        zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True)
+    )
 
 
 def _bounded(data: pa.Table, unit: str, rows: int, rng: np.random.Generator) -> pa.Table:

@@ -24,8 +24,10 @@ import pyarrow as pa
 from dpsmooth_spark import __version__
 from dpsmooth_spark.config import ReleaseConfig
 from dpsmooth_spark.core.bounds import PublicBounds
-from dpsmooth_spark.core.columns import TableCodec
+from dpsmooth_spark.core.columns import ColumnTypeError, TableCodec
 from dpsmooth_spark.core.kernel import ExactSums, PassSpec
+from dpsmooth_spark.mechanisms.public_domains import SELECTION_DELTA_SHARE, PublicDomains
+from dpsmooth_spark.pipeline import domains
 from dpsmooth_spark.pipeline.progress import StageLog
 from dpsmooth_spark.pipeline.row_checks import check_rows
 from dpsmooth_spark.privacy.accountant import PrivacyAccountant
@@ -67,6 +69,9 @@ class ReleaseRun:
         rng: public randomness (seeded only in test mode).
         noise: the privacy noise source.
         unit_seed: the seed of the rows kept per privacy unit, drawn at the first pass (public).
+        domains: the auto bounds and values found (or reused on a retry), if any column is auto.
+        domain_accountant: the account the domains were charged to, which the release's
+            statistics go on spending (:meth:`new_accountant`).
     """
 
     config: ReleaseConfig
@@ -81,6 +86,8 @@ class ReleaseRun:
     rng: np.random.Generator
     noise: NoiseSource
     unit_seed: int | None = None
+    domains: PublicDomains | None = None
+    domain_accountant: PrivacyAccountant | None = None
 
     @classmethod
     def start(cls, config: ReleaseConfig, mechanism: str, quiet: bool = False) -> ReleaseRun:
@@ -89,9 +96,15 @@ class ReleaseRun:
         work."""
         locations.check_no_overlap(config)
         snapshot = io.input_snapshot(config.input)  # one Delta/Iceberg snapshot for the whole job
-        codec = input_codec(
-            config, snapshot
-        )  # the schema checks: a bad declaration opens no ledger
+        schema = input_schema(config, snapshot)
+        csv = config.input.format == "csv"
+        # the schema checks (auto domains with a stand-in of their kind): a bad declaration
+        # opens no ledger
+        try:
+            stand_ins = domains.provisional_columns(config.columns, schema, csv)
+        except ColumnTypeError as exc:
+            raise io.InputError(f"{exc}; nothing was released") from None
+        codec = io.table_codec(stand_ins, schema, csv)
         release_id = config.release_id or uuid.uuid4().hex
         ledger = BudgetLedger(config.ledger_path)
         previous = ledger.find(release_id)
@@ -124,13 +137,70 @@ class ReleaseRun:
                 f"release id {release_id} is in the ledger: reusing its DP statistics, "
                 "no new budget"
             )
+        if domains.has_auto(config.columns):
+            run._resolve_domains(schema)
         return run
 
+    def _resolve_domains(self, schema: pa.Schema) -> None:
+        """Find the auto bounds and values (or reuse a retry's), then type the columns with them;
+        the found domains are public from here on, like declared ones."""
+        config = self.config
+        if self.previous is not None:
+            stored = self.previous.statistics.get("public_domains")
+            if stored is None:
+                raise LedgerConflictError(
+                    f"release id {self.release_id!r} was used for a release without auto domains; "
+                    "use a new release id"
+                )
+            self.domains = PublicDomains.from_dict(stored)
+        else:
+            self.ledger.check_budget(
+                config.table_id,
+                config.privacy.epsilon,
+                config.privacy.delta,
+                config.lifetime_budget,
+            )
+            accountant = self.new_accountant()
+            with self.log.stage("spark session"):
+                spark = self.spark()
+            with self.log.stage("public domains"):
+                df = self._input(spark)
+                self.domains = domains.find_domains(
+                    lambda grids: data_pass.grid_counts(df, self.codec, grids),
+                    lambda column: data_pass.value_counts(df, column),
+                    config.columns,
+                    self.codec,
+                    accountant,
+                    self.noise,
+                    config.privacy.domain_fraction,
+                )
+            self.domain_accountant = accountant
+        try:
+            resolved = domains.resolved_columns(config.columns, self.codec, self.domains)
+        except ColumnTypeError as exc:
+            if self.previous is None:  # what the selection spent is on record
+                self.persist(
+                    self.new_accountant(),
+                    {"columns": config.column_names, "public_domains": self.domains.to_dict()},
+                )
+            raise io.InputError(f"{exc}; nothing was released") from None
+        self.codec = io.table_codec(resolved, schema, config.input.format == "csv")
+        self.bounds = self.codec.bounds()
+
     def new_accountant(self) -> PrivacyAccountant:
-        """A fresh accountant for this release's budget (sensitivities times the rows one privacy
-        unit may contribute)."""
+        """The accountant of this release's budget (sensitivities times the rows one privacy
+        unit may contribute): the one the auto domains were charged to, or a fresh one. A part
+        of delta is set aside for partition selection when a column has ``values: auto``."""
+        if self.domain_accountant is not None:
+            return self.domain_accountant
         privacy = self.config.privacy
-        return PrivacyAccountant(privacy.epsilon, privacy.delta, unit_rows=privacy.unit_rows)
+        selection = any(c.auto_values for c in self.config.columns)
+        return PrivacyAccountant(
+            privacy.epsilon,
+            privacy.delta,
+            unit_rows=privacy.unit_rows,
+            selection_delta=privacy.delta * SELECTION_DELTA_SHARE if selection else 0.0,
+        )
 
     def reused_accountant(self) -> PrivacyAccountant:
         """The account of the persisted statistics (retries only)."""
@@ -217,8 +287,11 @@ class ReleaseRun:
         return None
 
     def persist(self, accountant: PrivacyAccountant, statistics: dict[str, Any]) -> None:
-        """Record the DP statistics in the ledger before anything downstream reads them."""
+        """Record the DP statistics (with the found domains) in the ledger before anything
+        downstream reads them."""
         config = self.config
+        if self.domains is not None:
+            statistics = {**statistics, "public_domains": self.domains.to_dict()}
         self.ledger.record_statistics(
             self.release_id,
             config.table_id,
@@ -255,7 +328,11 @@ class ReleaseRun:
                 "noise_sampler": self.noise.description,
                 "seed": config.seed,
                 "test_mode": config.test_mode,
-                "bounds_source": "config (public); values outside are clamped",
+                "bounds_source": "config (public); values outside are clamped"
+                if self.domains is None
+                else "config (public) and, for auto columns, DP (public_domains); values "
+                "outside are clamped, values outside a found domain are `other`",
+                **({} if self.domains is None else {"public_domains": self.domains.to_dict()}),
                 "invalid_rows": config.input.on_invalid,
                 "statistics_reused_from_ledger": self.previous is not None,
                 "warnings": config.privacy.warnings,
@@ -312,13 +389,19 @@ class ReleaseRun:
         return ReleaseReport(self.config.output.path, {**manifest, "content_sha256": hashes})
 
 
-def input_codec(config: ReleaseConfig, snapshot: Any = None) -> TableCodec:
-    """The released columns' kinds and types, from the input's schema (metadata only; Spark
-    starts only where the files cannot tell, e.g. hive partition columns). ``snapshot``: the
-    Delta/Iceberg input's files when already looked up."""
-    schema = io.input_schema(
+def input_schema(config: ReleaseConfig, snapshot: Any = None) -> pa.Schema:
+    """The input's schema (metadata only; Spark starts only where the files cannot tell, e.g.
+    hive partition columns). ``snapshot``: the Delta/Iceberg input's files when already looked
+    up."""
+    return io.input_schema(
         config.input, config.column_names, lambda: session.session_for(config.spark), snapshot
     )
+
+
+def input_codec(config: ReleaseConfig, snapshot: Any = None) -> TableCodec:
+    """The released columns' kinds and types, from the input's schema (columns with auto domains
+    need a release to find them: :meth:`ReleaseRun.start`)."""
+    schema = input_schema(config, snapshot)
     return io.table_codec(config.columns, schema, csv=config.input.format == "csv")
 
 

@@ -40,6 +40,9 @@ class StageCharge:
             selection: the number of items it picked).
         epsilon: pure-DP cost (Laplace stages).
         rho: zCDP cost (Gaussian stages).
+        delta: the probability the stage's guarantee may fail outright (partition selection:
+            a value only the changed unit has is released), paid from the accountant's
+            :attr:`PrivacyAccountant.selection_delta`.
     """
 
     stage: str
@@ -49,6 +52,7 @@ class StageCharge:
     invocations: int
     epsilon: float = 0.0
     rho: float = 0.0
+    delta: float = 0.0
 
 
 @dataclass
@@ -63,12 +67,19 @@ class PrivacyAccountant:
             record-level). Every sensitivity a stage states is per record; the accountant
             multiplies it by ``unit_rows`` (docs/privacy.md section 1b), in the noise scales it
             hands out and in the charges it records, so no stage can forget it.
+        selection_delta: the part of ``delta`` set aside for partition selection (declared
+            before any charge); the zCDP budget converts at the rest (approximate zCDP composes
+            by adding both, docs/privacy.md section 1c).
+        available: the fraction of the budget that :meth:`share` splits: 1 less what the public
+            domains (auto bounds and values) spent first, from :meth:`whole_share`.
     """
 
     epsilon: float
     delta: float = 0.0
     charges: list[StageCharge] = field(default_factory=list)
     unit_rows: int = 1
+    selection_delta: float = 0.0
+    available: float = 1.0
 
     def __post_init__(self) -> None:
         if not (self.epsilon > 0 and math.isfinite(self.epsilon)):
@@ -77,6 +88,12 @@ class PrivacyAccountant:
             raise ValueError("unit_rows must be an integer >= 1")
         if not (0.0 <= self.delta < 1.0):
             raise ValueError("delta must be in [0, 1)")
+        if not (0.0 <= self.selection_delta < max(self.delta, 1e-300)):
+            raise ValueError(
+                "selection_delta must be in [0, delta): partition selection needs delta"
+            )
+        if not (0.0 < self.available <= 1.0):
+            raise ValueError("available must be in (0, 1]")
 
     @property
     def pure(self) -> bool:
@@ -88,10 +105,15 @@ class PrivacyAccountant:
         """The zCDP budget that the (epsilon, delta) target allows."""
         if self.pure:
             raise ValueError("rho is undefined in pure epsilon-DP mode")
-        return rho_for(self.epsilon, self.delta)
+        return rho_for(self.epsilon, self.delta - self.selection_delta)
 
     def share(self, fraction: float) -> float:
-        """The budget of a stage that gets ``fraction`` of the total (epsilon or rho)."""
+        """The budget of a stage that gets ``fraction`` of what the statistics split (epsilon or
+        rho): the whole budget, less what the public domains spent (:attr:`available`)."""
+        return self.whole_share(fraction * self.available)
+
+    def whole_share(self, fraction: float) -> float:
+        """``fraction`` of the whole budget (epsilon or rho), before the public domains' part."""
         return fraction * (self.epsilon if self.pure else self.total_rho)
 
     def noise_scale(self, sensitivity: float, budget: float, invocations: int = 1) -> float:
@@ -179,6 +201,29 @@ class PrivacyAccountant:
         )
         return self._record(entry)
 
+    def charge_threshold(
+        self, stage: str, sensitivity: float, scale: float, delta: float
+    ) -> StageCharge:
+        """Record a Gaussian partition selection: its counts cost what a Gaussian release of
+        ``sensitivity`` (per record) at ``scale`` costs, and ``delta`` bounds the chance that a
+        value only the changed unit has is released (paid from :attr:`selection_delta`)."""
+        if self.pure:
+            raise ValueError("partition selection needs the (epsilon, delta) mode")
+        spent = sum(c.delta for c in self.charges) + delta
+        if spent > self.selection_delta * (1 + 1e-9):
+            raise RuntimeError(f"stage {stage!r} would exceed the delta set aside for selection")
+        sensitivity = sensitivity * self.unit_rows
+        entry = StageCharge(
+            stage,
+            "gaussian_threshold",
+            sensitivity,
+            scale,
+            1,
+            rho=sensitivity**2 / (2.0 * scale**2),
+            delta=delta,
+        )
+        return self._record(entry)
+
     @property
     def mechanism(self) -> Literal["laplace", "gaussian"]:
         """The noise family of this mode."""
@@ -189,14 +234,19 @@ class PrivacyAccountant:
         if self.pure:
             return sum(c.epsilon for c in self.charges)
         rho = sum(c.rho for c in self.charges)
-        return epsilon_for(rho, self.delta) if rho > 0 else 0.0
+        return epsilon_for(rho, self.delta - self.selection_delta) if rho > 0 else 0.0
 
     @classmethod
     def from_dict(cls, data: dict) -> PrivacyAccountant:
         """Inverse of :meth:`to_dict` (a retry restores the account of its persisted statistics)."""
         charges = [StageCharge(**stage) for stage in data["stages"]]
         return cls(
-            data["epsilon_budget"], data["delta_budget"], charges, data.get("max_rows_per_unit", 1)
+            data["epsilon_budget"],
+            data["delta_budget"],
+            charges,
+            data.get("max_rows_per_unit", 1),
+            data.get("selection_delta", 0.0),
+            data.get("statistics_share", 1.0),
         )
 
     def to_dict(self) -> dict:
@@ -210,6 +260,10 @@ class PrivacyAccountant:
         }
         if self.unit_rows > 1:  # record-level accounts stay as they were
             out["max_rows_per_unit"] = self.unit_rows
+        if self.selection_delta > 0:
+            out["selection_delta"] = self.selection_delta
+        if self.available < 1.0:
+            out["statistics_share"] = self.available
         if not self.pure:
             out["rho_budget"] = self.total_rho
             out["rho_spent"] = sum(c.rho for c in self.charges)

@@ -7,7 +7,7 @@ integers, so the result is exact and does not depend on partitioning or task ret
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 from dpsmooth_spark.core.bounds import PublicBounds, scale_to_unit
 from dpsmooth_spark.core.columns import TableCodec, numeric_codec
 from dpsmooth_spark.core.kernel import ExactSums, PassSpec, partial_sums, valid_rows
+from dpsmooth_spark.core.quantile_grid import QuantileGrid
 from dpsmooth_spark.spark.io import quote
 from dpsmooth_spark.spark.session import default_parallelism
 
@@ -320,3 +321,40 @@ def exact_sums_arrow(
     tasks = max(1, min(len(units), default_parallelism(spark) * 4))
     plan = spark.createDataFrame(units, "file string, row_group int").repartition(tasks)
     return _merge_results(plan.mapInArrow(run, RESULT_SCHEMA), bounds.d, spec)
+
+
+def grid_counts(
+    df: DataFrame, codec: TableCodec, grids: Mapping[str, QuantileGrid]
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per column of ``grids``, its exact histograms on the two grids (:meth:`QuantileGrid.counts`
+    of the encoded values; nulls and NaN left out) in one Spark job: what an auto bound is found
+    from."""
+    columns = [c for c in codec.columns if c.name in grids]
+    cells = [grids[c.name].cells for c in columns]
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        totals = [np.zeros((2, n), dtype=np.int64) for n in cells]
+        for batch in batches:
+            for total, column in zip(totals, columns, strict=True):
+                linear, log = grids[column.name].counts(column.encode(batch.column(column.name)))
+                total[0] += linear
+                total[1] += log
+        yield pa.RecordBatch.from_pydict({"counts": [np.concatenate(totals, axis=None).tobytes()]})
+
+    selected = df.selectExpr(*[quote(c.name) for c in columns])
+    rows = selected.mapInArrow(run, "counts binary").collect()
+    summed = np.zeros(2 * sum(cells), dtype=np.int64)
+    for r in rows:
+        summed += np.frombuffer(r["counts"], dtype=np.int64)
+    out, start = {}, 0
+    for column, n in zip(columns, cells, strict=True):
+        out[column.name] = (summed[start : start + n], summed[start + n : start + 2 * n])
+        start += 2 * n
+    return out
+
+
+def value_counts(df: DataFrame, column: str) -> dict[Any, int]:
+    """The exact count of every non-null value of ``column`` (one aggregation; the driver holds
+    one entry per distinct value): what partition selection releases from."""
+    rows = df.where(f"{quote(column)} IS NOT NULL").groupBy(column).count().collect()
+    return {r[0]: int(r[1]) for r in rows}

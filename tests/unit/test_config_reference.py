@@ -21,4 +21,4 @@ def test_reference_lists_every_default() -> None:
     text = render()
     assert "| `mechanism.jitter` | float | `0.02` |" in text
     assert "| `privacy.epsilon` | float | *required* |" in text
-    assert "| `columns[].values` | list of bool or int or str or null | `null` |" in text
+    assert "| `columns[].values` | list of bool or int or str or `auto` or null | `null` |" in text

@@ -1,0 +1,191 @@
+"""Auto bounds and auto values: the public domains a release finds with DP before any statistic.
+
+A column declared ``lower: auto`` / ``upper: auto`` (inside a public ``range``, or its integer,
+date or timestamp type's range) or ``values: auto`` (with ``other``) is read with a stand-in
+domain (:func:`provisional_columns`), so its type is checked before any budget; then one Spark
+job counts the auto-bound columns on their grids and one aggregation per auto-values column
+counts its values (:func:`find_domains`, charged to the release's accountant), and the release
+goes on with the found domains as if they had been declared (:func:`resolved_columns`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from dpsmooth_spark.config import ColumnConfig
+from dpsmooth_spark.core.columns import EPOCH, ColumnTypeError, TableCodec
+from dpsmooth_spark.core.quantile_grid import QuantileGrid
+from dpsmooth_spark.mechanisms.public_domains import (
+    PublicDomains,
+    dp_bounds,
+    select_values,
+    stage_budgets,
+)
+from dpsmooth_spark.privacy.accountant import PrivacyAccountant
+from dpsmooth_spark.privacy.noise import NoiseSource
+
+GridCounts = Callable[[Mapping[str, QuantileGrid]], Mapping[str, tuple[np.ndarray, np.ndarray]]]
+"""Counts the named columns on their grids (``spark.data_pass.grid_counts`` in a job)."""
+ValueCounts = Callable[[str], Mapping[Any, int]]
+"""Counts every non-null value of a column (``spark.data_pass.value_counts`` in a job)."""
+
+FIRST_DAY, LAST_DAY = dt.date(1, 1, 1), dt.date(9999, 12, 31)
+"""A date column's type range (Python's and Spark's dates)."""
+
+
+def has_auto(columns: list[ColumnConfig]) -> bool:
+    """Whether any column's domain is found by the release."""
+    return any(c.auto_bounds or c.auto_values for c in columns)
+
+
+def type_range(arrow_type: pa.DataType) -> tuple[Any, Any] | None:
+    """The range an integer, date or timestamp type can hold (``None`` for other types)."""
+    if pa.types.is_integer(arrow_type):
+        info = np.iinfo(arrow_type.to_pandas_dtype())
+        return float(info.min), float(info.max)
+    if pa.types.is_date(arrow_type):
+        return FIRST_DAY, LAST_DAY
+    if pa.types.is_timestamp(arrow_type):
+        return dt.datetime(1, 1, 1), dt.datetime(9999, 12, 31, 23, 59, 59)
+    return None
+
+
+def provisional_columns(
+    columns: list[ColumnConfig], schema: pa.Schema, csv: bool = False
+) -> list[ColumnConfig]:
+    """The columns with each auto domain replaced by a stand-in of its kind, to type and read the
+    input before the domains are found: an auto bound by its range's end, ``values: auto`` by
+    ``other`` and a second value of its type.
+
+    Raises:
+        ColumnTypeError: an auto bound without a range on a column whose type has none (a
+            float, or any CSV column).
+    """
+    out = []
+    for c in columns:
+        if c.auto_bounds:
+            span = c.range
+            if span is None:
+                field = schema.field(c.name) if c.name in schema.names else None
+                span = None if csv or field is None else type_range(field.type)
+            if span is None:
+                raise ColumnTypeError(
+                    f"column {c.name!r}: lower/upper: auto needs a public range: [a, b] to search "
+                    "(only an integer, date or timestamp column in a typed table has its type's "
+                    "range)"
+                )
+            lower = span[0] if c.lower == "auto" else c.lower
+            upper = span[1] if c.upper == "auto" else c.upper
+            out.append(c.model_copy(update={"lower": lower, "upper": upper, "range": None}))
+        elif c.auto_values:
+            second: Any = c.other + 1 if isinstance(c.other, int) else f"{c.other}\x00"
+            out.append(c.model_copy(update={"values": [c.other, second], "other": None}))
+        else:
+            out.append(c)
+    return out
+
+
+def find_domains(
+    grid_counts: GridCounts,
+    value_counts: ValueCounts,
+    columns: list[ColumnConfig],
+    codec: TableCodec,
+    accountant: PrivacyAccountant,
+    noise: NoiseSource,
+    fraction: float,
+) -> PublicDomains:
+    """The auto bounds and values of ``columns`` from the exact counts of the input as every
+    statistic reads it (contributions bounded), spending ``fraction`` of the budget evenly over
+    them; afterwards the accountant's statistics split the rest.
+
+    ``codec`` is the provisional codec (:func:`provisional_columns`): its bounds are the ranges
+    searched, in encoded units.
+    """
+    bound_columns = [c for c in columns if c.auto_bounds]
+    value_columns = [c for c in columns if c.auto_values]
+    budget = stage_budgets(accountant, fraction, len(bound_columns) + len(value_columns))
+    by_name = {c.name: c for c in codec.columns}
+    grids = {
+        c.name: QuantileGrid(by_name[c.name].lower, by_name[c.name].upper) for c in bound_columns
+    }
+    counts = grid_counts(grids) if grids else {}
+    bounds = []
+    for c in bound_columns:
+        encoded = by_name[c.name]
+        fixed = (
+            None if c.lower == "auto" else encoded.lower,
+            None if c.upper == "auto" else encoded.upper,
+        )
+        bounds.append(
+            dp_bounds(
+                c.name,
+                grids[c.name],
+                *counts[c.name],
+                budget,
+                accountant,
+                noise,
+                integer=encoded.kind in ("integer", "date"),
+                fixed=fixed,
+            )
+        )
+    values = [
+        select_values(
+            c.name,
+            value_counts(c.name),
+            c.other,
+            budget,
+            accountant.selection_delta / len(value_columns),
+            accountant,
+            noise,
+        )
+        for c in value_columns
+    ]
+    accountant.available = 1.0 - fraction
+    return PublicDomains(tuple(bounds), tuple(values))
+
+
+def resolved_columns(
+    columns: list[ColumnConfig], codec: TableCodec, domains: PublicDomains
+) -> list[ColumnConfig]:
+    """The columns with their found domains in place of ``auto`` (original units: numbers, dates,
+    datetimes), as a config that had declared them.
+
+    Raises:
+        ColumnTypeError: partition selection released no value but ``other`` (the column would
+            be constant).
+    """
+    kinds = {c.name: c.kind for c in codec.columns}
+    out = []
+    for c in columns:
+        found = domains.range_of(c.name)
+        if found is not None:
+            lower, upper = (_decoded(v, kinds[c.name]) for v in (found.lower, found.upper))
+            out.append(c.model_copy(update={"lower": lower, "upper": upper, "range": None}))
+            continue
+        chosen = domains.domain(c.name)
+        if chosen is not None:
+            if len(chosen.values) < 2:
+                raise ColumnTypeError(
+                    f"column {c.name!r}: no value's noisy count cleared the partition selection's "
+                    f"threshold ({chosen.threshold:.1f}), so the column would hold only "
+                    f"{chosen.other!r}; list its values or give the release more budget "
+                    "(the selection's cost is recorded in the ledger)"
+                )
+            out.append(c.model_copy(update={"values": list(chosen.values)}))
+            continue
+        out.append(c)
+    return out
+
+
+def _decoded(value: float, kind: str) -> Any:
+    """An encoded bound in the column's original units."""
+    if kind == "date":
+        return EPOCH + dt.timedelta(days=int(value))
+    if kind == "timestamp":
+        return dt.datetime.fromtimestamp(value, dt.UTC).replace(tzinfo=None)
+    return float(value)
