@@ -6,11 +6,13 @@
   bounds spend ``privacy.domain_fraction`` of the budget (the statistics get the rest, as in a
   release); every release is scored by ``shared/tools/fidelity.py`` in the documented bounds'
   units, its W1 baseline at the full epsilon. Tables: WDBC (569 rows, 30 features) and the
-  generated ``correlated`` table at 5,000 and 50,000 rows. In memory: the same grids, selection
+  generated ``correlated`` table at 5,000 and 50,000 rows and ``heavy_tails`` (5,000 rows).
+  On WDBC also the documented bounds at the epsilon that the least budget any DP search needs
+  would leave (:data:`PACKING_FLOOR`). In memory: the same grids, selection
   and synthesizer the Spark job runs (the pass's histograms are :meth:`QuantileGrid.counts`).
 * ``values``: ``values: auto`` on a generated column of 5,000 levels (Zipf-like counts) through
   the partition selection; how many values above the 99.9%-detection count are found and the
-  largest true count among the values not released ... and the smallest among those released.
+  largest true count among the values not released, and the smallest among those released.
 
 Writes ``benchmarks/domains.json``; docs/results.md has the tables.
 """
@@ -40,6 +42,10 @@ from dpsmooth_spark.privacy.noise import NoiseSource
 
 ROOT = Path(__file__).resolve().parents[1]
 WIDER = 100.0
+PACKING_FLOOR = (0.12, 0.23)
+"""Shares of epsilon 1 that any DP search of WDBC's 30 bounds needs (docs/results.md, "Auto
+domains"): to place every column's data within one of 50 windows of a range 100 times wider
+with probability 1/2 per column, and with probability 1/2 for all 30 together."""
 
 
 def auto_bounds(
@@ -79,11 +85,16 @@ def bounds_runs(tables: list[str], epsilon: float, fraction: float, releases: in
             for lo, hi in documented
         ]
         coarse[lab] = documented[lab]  # the 0/1 label keeps its values
-        for method in ("documented", "auto", "coarse"):
+        methods = ["documented", "auto", "coarse"]
+        if name == "wdbc":  # the documented bounds at what the least DP search would leave
+            methods += [f"documented_at_{1 - f:g}" for f in PACKING_FLOOR]
+        for method in methods:
             for rep in range(releases):
                 start = time.perf_counter()
                 eps = epsilon
-                used = documented if method == "documented" else coarse
+                used = coarse if method in ("auto", "coarse") else documented
+                if method.startswith("documented_at_"):
+                    eps = epsilon * float(method.removeprefix("documented_at_"))
                 widths = []
                 if method == "auto":
                     acc = PrivacyAccountant(epsilon)
@@ -178,20 +189,58 @@ def values_runs(
     return runs
 
 
+def markdown(result: dict) -> str:
+    """The two tables docs/results.md shows: per table and bounds, the mean ratios (and the auto
+    bounds' width against the documented ones); per selection, what it found."""
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for run in result["bounds"]:
+        groups.setdefault((run["table"], run["method"]), []).append(run)
+    lines = [
+        "| table | rows | bounds | releases | W1 ratio | corr ratio | width / documented |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for (table, method), runs in groups.items():
+        width = [r["width_vs_documented_median"] for r in runs if "width_vs_documented_median" in r]
+        lines.append(
+            f"| {table} | {runs[0]['rows']:,} | {method} | {len(runs)} "
+            f"| {np.mean([r['w1_ratio'] for r in runs]):.3g} "
+            f"| {np.mean([r['corr_ratio'] for r in runs]):.3f} "
+            f"| {f'{np.median(width):.2f}' if width else ''} |"
+        )
+    lines += [
+        "",
+        "| selection | threshold | values above the sure count | of them found | released "
+        "| smallest count released | largest count not released |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for v in result["values"]:
+        lines.append(
+            f"| {v['release']} | {v['threshold']} | {v['values_above_that']} (count >= "
+            f"{v['count_found_surely']}) | {v['of_them_found']} | {v['released']} "
+            f"| {v['smallest_count_released']} | {v['largest_count_not_released']} |"
+        )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m benchmarks domains", description=__doc__)
-    ap.add_argument("--tables", default="wdbc,correlated,correlated_50k")
+    ap.add_argument("--tables", default="wdbc,correlated,correlated_50k,heavy_tails")
     ap.add_argument("--epsilon", type=float, default=1.0)
     ap.add_argument("--fraction", type=float, default=0.1, help="privacy.domain_fraction")
-    ap.add_argument("--releases", type=int, default=3)
+    ap.add_argument("--releases", type=int, default=6)
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "domains.json")
+    ap.add_argument("--markdown", type=Path, help="only print the tables of a results file")
     args = ap.parse_args(argv)
+    if args.markdown:
+        print(markdown(json.loads(args.markdown.read_text())))
+        return
     result = {
         "command": "python -m benchmarks domains " + " ".join(argv or []),
         "bounds": bounds_runs(args.tables.split(","), args.epsilon, args.fraction, args.releases),
         "values": values_runs(100_000, 5_000, args.epsilon, 1e-6, args.fraction, args.releases),
     }
     args.out.write_text(json.dumps(result, indent=1) + "\n")
+    print(markdown(result))
 
 
 if __name__ == "__main__":

@@ -1,14 +1,15 @@
-"""Public domains the user cannot state: bounds by a DP quantile, categorical values by DP
+"""Public domains the user cannot state: bounds by noisy histograms, categorical values by DP
 partition selection. Both run before the release's statistics, on ``privacy.domain_fraction`` of
 its budget split evenly over the auto bounds and auto values (docs/privacy.md section 1c), and
 their results are then public like a declared domain.
 
 * Bounds (``lower: auto``, ``upper: auto``): a noisy histogram of the column on each of the two
   grids of :class:`~dpsmooth_spark.core.quantile_grid.QuantileGrid`; the cells that clear a
-  threshold keep their noisy counts, and the bounds are that mass's :data:`BOUND_QUANTILE` and
-  ``1 - BOUND_QUANTILE`` points. An exponential-mechanism quantile, the textbook choice, needs
-  ``q n epsilon`` of about ten to leave the empty part of a wide range, which tables of
-  thousands of rows do not have at a tenth of the budget split over their columns.
+  threshold keep their noisy counts, and the bounds lie just beyond that mass's
+  :data:`BOUND_QUANTILE` and ``1 - BOUND_QUANTILE`` points. An exponential-mechanism quantile,
+  the textbook choice, needs ``q n epsilon`` of about ten to leave the empty part of a wide
+  range, which tables of thousands of rows do not have at a tenth of the budget split over their
+  columns.
 * A domain (``values: auto``): Gaussian thresholding (the noisy count of every value that occurs,
   released when above a threshold that a value only one unit has clears with probability at most
   its delta); values not released map to the column's ``other`` value.
@@ -37,8 +38,9 @@ FALSE_CELL_RATE = 1e-3
 """Chance that a cell holding no row survives the threshold, over one grid's cells; such a cell
 moves a bound only if its noisy count exceeds ``BOUND_QUANTILE`` of the mass."""
 PAD_CELLS = 0.5
-"""How far beyond the quantile's cell a bound lies, in cells (where a dropped tail most likely
-lies)."""
+"""How far beyond the quantile's cell a bound lies, in cells (where a tail too thin to clear the
+threshold most likely lies): 0 clamped more, 1 widened more, both worse on W1 (mean of 6
+releases of three tables, docs/results.md)."""
 TAIL_LOSS = 0.03
 """A reading competes for the narrowest range only if its surviving cells keep the mass of the
 reading that kept the most, less this share and twice that mass's noise (a fine reading whose
@@ -156,8 +158,8 @@ def dp_bounds(
     cells merged, their counts linearly, so sparse tails survive coarser). At each, the cells whose
     noisy count does not clear a threshold (an empty cell clears it with probability
     :data:`FALSE_CELL_RATE` per reading) are dropped, and the bounds are the
-    :data:`BOUND_QUANTILE` and ``1 - BOUND_QUANTILE`` points of the remaining mass, widened by one
-    cell on each side (where a tail too thin to clear the threshold most likely lies). The
+    :data:`BOUND_QUANTILE` and ``1 - BOUND_QUANTILE`` points of the remaining mass, widened by
+    :data:`PAD_CELLS` of a cell on each side. The
     narrowest range among the readings that kept nearly the largest kept mass
     (:data:`TAIL_LOSS`, :data:`MAX_LOSS`) wins. ``fixed`` keeps a declared lower or upper bound.
     """
