@@ -17,7 +17,7 @@ import numpy as np
 
 GRID_CELLS = 256
 """Cells of each grid: finer cells place a bound more closely but hold fewer rows each, which
-the noise must not swamp."""
+the noise must not swamp (docs/decisions/0006)."""
 
 
 def signed_log(x: np.ndarray | float) -> np.ndarray:

@@ -39,14 +39,13 @@ FALSE_CELL_RATE = 1e-3
 moves a bound only if its noisy count exceeds ``BOUND_QUANTILE`` of the mass."""
 PAD_CELLS = 0.5
 """How far beyond the quantile's cell a bound lies, in cells (where a tail too thin to clear the
-threshold most likely lies): 0 clamped more, 1 widened more, both worse on W1 (mean of 6
-releases of three tables, docs/results.md)."""
+threshold most likely lies): 0 clamped more, 1 widened more (docs/decisions/0006)."""
 TAIL_LOSS = 0.03
 """A reading competes for the narrowest range only if its surviving cells keep the mass of the
 reading that kept the most, less this share and twice that mass's noise (a fine reading whose
 tail cells drown in noise would clamp them) ..."""
 MAX_LOSS = 0.1
-"""... and never less than this share of it."""
+"""... and never less than this share of it (docs/decisions/0006)."""
 MERGES = (1, 2, 4, 8, 16)
 """The resolutions a noisy histogram is read at: its cells, then 2 to 16 adjacent cells summed."""
 SELECTION_DELTA_SHARE = 0.5
