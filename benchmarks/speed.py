@@ -2,6 +2,8 @@
 
     python -m benchmarks speed            # n = 10^5, 10^6 at d = 10 and 30 (a few minutes)
     python -m benchmarks speed --large    # adds n = 10^7
+    python -m benchmarks speed --columns 10,30,100,300,1000 --rows 100000 --out columns.json
+                                          # the column sweep (each width in at most --timeout s)
 
 For each size a generated table (correlated Gaussian, clipped to the bounds) is written once as
 Parquet under ``build/bench/``; then, each in a fresh process:
@@ -10,7 +12,7 @@ Parquet under ``build/bench/``; then, each in a fresh process:
   default reader), then the data pass alone with each reader (``mapInArrow`` over a DataFrame,
   and pyarrow-read row groups scheduled by Spark), timed warm.
 Driver peak RSS is the Python driver's (``peak_rss_mb``; the JVM is separate). The LP is timed on
-random instances of (R, C). Writes ``benchmarks/speed.json``.
+random instances of (R, C). Writes ``benchmarks/speed.json`` (the LP timings only there).
 """
 
 from __future__ import annotations
@@ -121,6 +123,8 @@ def run_spark(path: str, d: int, out: str) -> dict:
         "arrow_warm_pass_seconds": timings["arrow"],
         "arrow_rows_per_s": sums.rows_seen / timings["arrow"],
         "driver_peak_rss_mb": peak_rss_mb(),
+        "basis_functions": report.manifest["mechanism"]["basis"]["size"],
+        "candidate_strategy": report.manifest["mechanism"]["candidate_strategy"],
     }
 
 
@@ -155,36 +159,44 @@ def main(argv: list[str] | None = None) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ap.add_argument("--large", action="store_true")
+    ap.add_argument("--columns", default="10,30", help="widths d, comma-separated")
+    ap.add_argument("--rows", type=int, help="one table size n instead of 10^5, 10^6 (10^7)")
+    ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per width and mode")
+    ap.add_argument("--out", default="speed.json")
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
         child(args.child[0], args.child[1], int(args.child[2]))
         return
-    sizes = [10**5, 10**6] + ([10**7] if args.large else [])
+    sizes = [args.rows] if args.rows else [10**5, 10**6] + ([10**7] if args.large else [])
     rows = []
-    for d in (10, 30):
+    for d in map(int, args.columns.split(",")):
         for n in sizes:
             path = make_table(n, d)
             row: dict = {"n": n, "d": d}
             for mode in ("numpy", "spark"):
-                proc = subprocess.run(
-                    [
-                        sys.executable,
-                        "-m",
-                        "benchmarks",
-                        "speed",
-                        "--child",
-                        mode,
-                        str(path),
-                        str(d),
-                    ],
-                    capture_output=True,
-                    text=True,
-                    check=True,
-                    cwd=ROOT,
-                )
+                command = [sys.executable, "-m", "benchmarks", "speed", "--child", mode]
+                try:
+                    proc = subprocess.run(
+                        [*command, str(path), str(d)],
+                        capture_output=True,
+                        text=True,
+                        check=True,
+                        cwd=ROOT,
+                        timeout=args.timeout,
+                    )
+                except subprocess.TimeoutExpired:
+                    row[mode] = {"timed_out_s": args.timeout}
+                    continue
+                except subprocess.CalledProcessError as exc:
+                    row[mode] = {"failed": exc.stderr.strip().splitlines()[-1][:300]}
+                    continue
                 line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")][-1]
                 row[mode] = json.loads(line[7:])
+            if "rows_per_s" not in row["spark"]:
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+                continue
             row["spark_over_numpy_throughput"] = (
                 row["spark"]["rows_per_s"] / row["numpy"]["rows_per_s"]
             )
@@ -206,8 +218,10 @@ def main(argv: list[str] | None = None) -> None:
                 ),
                 flush=True,
             )
-    result = {"machine": "2 cores, local[2]", "sizes": rows, "lp": lp_timings()}
-    (ROOT / "benchmarks" / "speed.json").write_text(json.dumps(result, indent=1))
+    result: dict = {"machine": "2 cores, local[2]", "sizes": rows}
+    if args.out == "speed.json":
+        result["lp"] = lp_timings()
+    (ROOT / "benchmarks" / args.out).write_text(json.dumps(result, indent=1))
 
 
 if __name__ == "__main__":

@@ -407,17 +407,20 @@ def closest_fit(
     # L = 2 ||D A P||_2^2 with D = diag(sqrt(weight)) and P the projection on {sum d = 0}, the
     # directions the weights move in (the rows' means would otherwise set L, and C times too
     # small a step), from a deterministic power iteration; the step is 2 / (STEP_FACTOR L).
-    v = np.linspace(-1.0, 1.0, c, dtype=np.float32)
-    for _ in range(30):
-        v = a.T @ (weight32 * (a @ v))
-        v -= v.mean()
-        v /= np.linalg.norm(v)
-    lipschitz = STEP_FACTOR * float(weight32 @ (a @ v) ** 2)
     u = (
         np.full(c, 1.0 / c)
         if start is None
         else np.asarray(start, dtype=np.float64) / np.sum(start)
     )
+    v = np.linspace(-1.0, 1.0, c, dtype=np.float32)
+    for _ in range(30):
+        v = a.T @ (weight32 * (a @ v))
+        v -= v.mean()
+        norm = float(np.linalg.norm(v))
+        if not norm > 0.0:  # every support point answers alike: no weights fit better than u
+            return ClosestFit(u, chi_square(w, u, b, sigma), 0)
+        v /= norm
+    lipschitz = STEP_FACTOR * float(weight32 @ (a @ v) ** 2)
     y, t = u.copy(), 1.0
     z = (a @ u.astype(np.float32) - target).astype(np.float64)
     best, best_value = u, float(weight @ (z * z))

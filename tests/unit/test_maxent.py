@@ -128,6 +128,16 @@ def test_closest_fit_reaches_the_chi_square_minimum(rng):
     assert closest.chi2 <= 1.001 * lp_chi2
 
 
+def test_a_support_whose_points_all_answer_alike_keeps_the_start():
+    """Where every support point has the same answers (float32 products cannot tell them apart,
+    as on a 300-column table), no weights fit better: the start comes back, not the NaN of a
+    zero-norm power iteration (it crashed 60% of such releases)."""
+    w = np.tile(np.array([[0.3], [-0.2], [0.05]]), (1, 500))
+    start = np.linspace(1.0, 2.0, 500)
+    fit = closest_fit(w, np.array([0.1, 0.0, 0.2]), np.full(3, 0.01), start=start)
+    assert np.allclose(fit.weights, start / start.sum()) and np.isfinite(fit.chi2)
+
+
 def test_an_unfinished_dual_is_brought_back_within_every_target(rng):
     """At high precision the dual solver may stop at its iteration cap far outside the targets;
     the fit then takes the point of the segment to the closest fit that meets every target and
