@@ -112,3 +112,26 @@ def test_the_data_pass_reaches_the_spread_factors_degree_within_its_design_budge
     the Chebyshev pair terms need only the basis's; an explicit degree is taken as given."""
     assert SynthesizerParams(**params).data_pass_degree(d) == degree
     assert SynthesizerParams(**params).pass_spec(d).degree == degree
+
+
+def test_an_unaffordable_pair_basis_is_never_built(monkeypatch):
+    """At 1,000 columns the pair basis has 499,500 to 1.5 million multi-indices of 1,000 entries
+    (4 GB and more, which took the driver past 21 GB): where even its first-order pairs are too
+    noisy it is not built, and the choice is the one the old code made (the empty basis),
+    while at 30 columns, where pairs are affordable, it is built and chosen as before."""
+    from dpsmooth_spark.mechanisms.synthesizer import choose_basis
+    from dpsmooth_spark.mechanisms.synthesizer import params as params_module
+    from dpsmooth_spark.privacy.accountant import PrivacyAccountant
+
+    built = []
+    real = params_module.build_basis
+    monkeypatch.setattr(
+        params_module,
+        "build_basis",
+        lambda kind, d, degree: built.append(d) or real(kind, d, degree),
+    )
+    accountant = PrivacyAccountant(1.0)
+    wide = choose_basis(SynthesizerParams(), 1000, 1e5, accountant, 0.4)
+    assert wide.size == 0 and built == []
+    narrow = choose_basis(SynthesizerParams(), 30, 1e5, accountant, 0.4)
+    assert narrow.size > 0 and built == [30, 30]

@@ -410,6 +410,11 @@ def choose_basis(
     ):
         chosen = empty  # noise beyond what a pair term can tell: the budget goes to the marginals
     for kind, degree in options:
+        if kind == "pairs" and (
+            per_function_noise(d * (d - 1) // 2, noisy_count, accountant, budget)
+            > params.auto_noise_target
+        ):
+            continue  # not even its first-order pairs are affordable: never built (4 GB at 1,000)
         base = build_basis(kind, d, degree)
         if params.max_functions is not None and base.size > params.max_functions:
             continue
