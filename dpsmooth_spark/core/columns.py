@@ -131,6 +131,10 @@ class TableCodec:
         """Column names in config order (the mechanism's order)."""
         return [c.name for c in self.columns]
 
+    def column(self, name: str) -> ColumnCodec:
+        """The codec of the column ``name``."""
+        return next(c for c in self.columns if c.name == name)
+
     def lattice(self) -> np.ndarray:
         """Per column, the number ``L`` of lattice points (0: continuous); scaled, they are
         ``-1 + 2 j / (L - 1)``, ``j = 0..L-1``."""

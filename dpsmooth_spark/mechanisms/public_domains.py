@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from scipy.stats import norm
@@ -163,7 +163,7 @@ def dp_bounds(
     (:data:`TAIL_LOSS`, :data:`MAX_LOSS`) wins. ``fixed`` keeps a declared lower or upper bound.
     """
     scale = accountant.noise_scale(1.0, budget / 2.0)
-    readings: list[tuple[float, float, str, float, float, float]] = []
+    readings: list[_Reading] = []
     for name, counts, edges in (
         ("linear", linear_counts, grid.linear_edges()),
         ("log", log_counts, grid.log_edges()),
@@ -187,28 +187,40 @@ def dp_bounds(
             # the kept mass's noise: Laplace b has standard deviation b sqrt(2)
             spread = scale * math.sqrt((2.0 if accountant.pure else 1.0) * merge * (kept > 0).sum())
             readings.append(
-                (
-                    float(low),
-                    float(high),
-                    f"{name}/{cells}",
-                    float(kept.sum()),
-                    threshold,
-                    spread,
+                _Reading(
+                    float(low), float(high), f"{name}/{cells}", float(kept.sum()), threshold, spread
                 )
             )
     lower, upper = fixed
-    chosen: tuple = (grid.low, grid.high, "none", 0.0, math.inf, 0.0)
+    chosen = _Reading(grid.low, grid.high, "none", 0.0, math.inf, 0.0)
     if readings:
-        most = max(readings, key=lambda r: r[3])
-        loss = min(MAX_LOSS, TAIL_LOSS + 2.0 * most[5] / most[3])
+        most = max(readings, key=lambda r: r.kept)
+        loss = min(MAX_LOSS, TAIL_LOSS + 2.0 * most.spread / most.kept)
         chosen = min(
-            (r for r in readings if r[3] >= (1.0 - loss) * most[3]),
-            key=lambda r: (r[1] if upper is None else upper) - (r[0] if lower is None else lower),
+            (r for r in readings if r.kept >= (1.0 - loss) * most.kept),
+            key=lambda r: (
+                (r.high if upper is None else upper) - (r.low if lower is None else lower)
+            ),
         )
     lo, hi = ordered_bounds(
-        chosen[0] if lower is None else lower, chosen[1] if upper is None else upper, grid, integer
+        chosen.low if lower is None else lower,
+        chosen.high if upper is None else upper,
+        grid,
+        integer,
     )
-    return FoundBounds(column, lo, hi, chosen[2], chosen[4], float(scale))
+    return FoundBounds(column, lo, hi, chosen.name, chosen.threshold, float(scale))
+
+
+class _Reading(NamedTuple):
+    """One resolution of one noisy histogram: its range, name, kept mass, threshold, and the
+    kept mass's noise standard deviation."""
+
+    low: float
+    high: float
+    name: str
+    kept: float
+    threshold: float
+    spread: float
 
 
 def _threshold(scale: float, merge: int, cells: int, pure: bool) -> float:

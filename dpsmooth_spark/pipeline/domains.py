@@ -17,10 +17,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from dpsmooth_spark.config import ColumnConfig
-from dpsmooth_spark.core.columns import EPOCH, ColumnTypeError, TableCodec
+from dpsmooth_spark.config import ColumnConfig, PrivacyConfig
+from dpsmooth_spark.core.columns import EPOCH, ColumnTypeError, TableCodec, table_codec
 from dpsmooth_spark.core.quantile_grid import QuantileGrid
 from dpsmooth_spark.mechanisms.public_domains import (
+    SELECTION_DELTA_SHARE,
     PublicDomains,
     dp_bounds,
     select_values,
@@ -41,6 +42,18 @@ FIRST_DAY, LAST_DAY = dt.date(1, 1, 1), dt.date(9999, 12, 31)
 def has_auto(columns: list[ColumnConfig]) -> bool:
     """Whether any column's domain is found by the release."""
     return any(c.auto_bounds or c.auto_values for c in columns)
+
+
+def release_accountant(privacy: PrivacyConfig, columns: list[ColumnConfig]) -> PrivacyAccountant:
+    """A release's accountant: sensitivities times the rows one unit may contribute, and a part
+    of delta set aside for partition selection when a column has ``values: auto``."""
+    selection = any(c.auto_values for c in columns)
+    return PrivacyAccountant(
+        privacy.epsilon,
+        privacy.delta,
+        unit_rows=privacy.unit_rows,
+        selection_delta=privacy.delta * SELECTION_DELTA_SHARE if selection else 0.0,
+    )
 
 
 def type_range(arrow_type: pa.DataType) -> tuple[Any, Any] | None:
@@ -90,6 +103,17 @@ def provisional_columns(
     return out
 
 
+def provisional_codec(
+    columns: list[ColumnConfig], schema: pa.Schema, csv: bool = False
+) -> TableCodec:
+    """The codec of :func:`provisional_columns`: the input's types checked, auto domains stood in.
+
+    Raises:
+        ColumnTypeError: a declaration that does not fit the table (names the column).
+    """
+    return table_codec(provisional_columns(columns, schema, csv), schema, csv)
+
+
 def find_domains(
     grid_counts: GridCounts,
     value_counts: ValueCounts,
@@ -109,14 +133,14 @@ def find_domains(
     bound_columns = [c for c in columns if c.auto_bounds]
     value_columns = [c for c in columns if c.auto_values]
     budget = stage_budgets(accountant, fraction, len(bound_columns) + len(value_columns))
-    by_name = {c.name: c for c in codec.columns}
     grids = {
-        c.name: QuantileGrid(by_name[c.name].lower, by_name[c.name].upper) for c in bound_columns
+        c.name: QuantileGrid(codec.column(c.name).lower, codec.column(c.name).upper)
+        for c in bound_columns
     }
     counts = grid_counts(grids) if grids else {}
     bounds = []
     for c in bound_columns:
-        encoded = by_name[c.name]
+        encoded = codec.column(c.name)
         fixed = (
             None if c.lower == "auto" else encoded.lower,
             None if c.upper == "auto" else encoded.upper,
@@ -180,6 +204,21 @@ def resolved_columns(
             continue
         out.append(c)
     return out
+
+
+def resolved_codec(
+    columns: list[ColumnConfig],
+    provisional: TableCodec,
+    domains: PublicDomains,
+    schema: pa.Schema,
+    csv: bool = False,
+) -> TableCodec:
+    """The codec of :func:`resolved_columns`: the release's columns as it types them.
+
+    Raises:
+        ColumnTypeError: as :func:`resolved_columns`.
+    """
+    return table_codec(resolved_columns(columns, provisional, domains), schema, csv)
 
 
 def _decoded(value: float, kind: str) -> Any:

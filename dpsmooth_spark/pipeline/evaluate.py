@@ -122,11 +122,10 @@ def _release_codec(config: ReleaseConfig, snapshot: Any, manifest: dict[str, Any
         raise ValueError("the config has auto domains but the release's manifest states none")
     schema = input_schema(config, snapshot)
     csv = config.input.format == "csv"
-    provisional = io.table_codec(
-        domains.provisional_columns(config.columns, schema, csv), schema, csv
+    provisional = domains.provisional_codec(config.columns, schema, csv)
+    return domains.resolved_codec(
+        config.columns, provisional, PublicDomains.from_dict(found), schema, csv
     )
-    resolved = domains.resolved_columns(config.columns, provisional, PublicDomains.from_dict(found))
-    return io.table_codec(resolved, schema, csv)
 
 
 def _finite(values: np.ndarray) -> np.ndarray:

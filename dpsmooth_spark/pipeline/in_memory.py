@@ -17,10 +17,10 @@ import numpy as np
 import pyarrow as pa
 
 from dpsmooth_spark.config import ColumnConfig, PrivacyConfig, check_synthesis
-from dpsmooth_spark.core.columns import ColumnTypeError, TableCodec, table_codec
+from dpsmooth_spark.core.columns import ColumnTypeError, TableCodec
 from dpsmooth_spark.core.contributions import bounded_rows
 from dpsmooth_spark.core.kernel import partial_sums
-from dpsmooth_spark.mechanisms.public_domains import SELECTION_DELTA_SHARE, PublicDomains
+from dpsmooth_spark.mechanisms.public_domains import PublicDomains
 from dpsmooth_spark.mechanisms.synthesizer import (
     SynthesisResult,
     SynthesizerParams,
@@ -31,11 +31,11 @@ from dpsmooth_spark.mechanisms.synthesizer import (
 from dpsmooth_spark.pipeline.domains import (
     find_domains,
     has_auto,
-    provisional_columns,
-    resolved_columns,
+    provisional_codec,
+    release_accountant,
+    resolved_codec,
 )
 from dpsmooth_spark.pipeline.row_checks import InvalidDataError, check_rows
-from dpsmooth_spark.privacy.accountant import PrivacyAccountant
 from dpsmooth_spark.privacy.noise import NoiseSource
 
 
@@ -92,24 +92,18 @@ class Synthesizer:
         """Measure and fit on a pandas DataFrame or an Arrow table (in memory)."""
         self.pandas_ = not isinstance(table, pa.Table)
         data = pa.Table.from_pandas(table, preserve_index=False) if self.pandas_ else table
-        provisional = table_codec(provisional_columns(self.columns, data.schema), data.schema)
+        provisional = provisional_codec(self.columns, data.schema)
         rng = np.random.default_rng(self.random_state)
         if self.privacy.unit is not None:
             data = _bounded(data, self.privacy.unit, self.privacy.unit_rows, rng)
-        selection = any(c.auto_values for c in self.columns)
-        accountant = PrivacyAccountant(
-            self.privacy.epsilon,
-            self.privacy.delta,
-            unit_rows=self.privacy.unit_rows,
-            selection_delta=self.privacy.delta * SELECTION_DELTA_SHARE if selection else 0.0,
-        )
+        accountant = release_accountant(self.privacy, self.columns)
         noise = NoiseSource(rng if self.random_state is not None else None)
         codec: TableCodec = provisional
         found: PublicDomains | None = None
         if has_auto(self.columns):  # found before any other statistic, as in the Spark job
             found = find_domains(
                 lambda grids: {
-                    name: grid.counts(_column(provisional, name).encode(data.column(name)))
+                    name: grid.counts(provisional.column(name).encode(data.column(name)))
                     for name, grid in grids.items()
                 },
                 lambda name: _value_counts(data.column(name)),
@@ -119,8 +113,7 @@ class Synthesizer:
                 noise,
                 self.privacy.domain_fraction,
             )
-            resolved = resolved_columns(self.columns, provisional, found)
-            codec = table_codec(resolved, data.schema)
+            codec = resolved_codec(self.columns, provisional, found, data.schema)
         bounds, nullable = codec.bounds(), codec.null_columns
         spec = replace(self.params.pass_spec(bounds.d), null_cells=bool(nullable.any()))
         sums = partial_sums([codec.encode_with_nulls(data)], bounds.lower, bounds.upper, spec)
@@ -142,10 +135,6 @@ class Synthesizer:
             self.result_, count, self.rng_, self.params.herding_rows, self.codec_
         )
         return data.to_pandas() if self.pandas_ else data
-
-
-def _column(codec: TableCodec, name: str) -> Any:
-    return next(c for c in codec.columns if c.name == name)
 
 
 def _value_counts(column: pa.ChunkedArray) -> dict[Any, int]:

@@ -26,7 +26,7 @@ from dpsmooth_spark.config import ReleaseConfig
 from dpsmooth_spark.core.bounds import PublicBounds
 from dpsmooth_spark.core.columns import ColumnTypeError, TableCodec
 from dpsmooth_spark.core.kernel import ExactSums, PassSpec
-from dpsmooth_spark.mechanisms.public_domains import SELECTION_DELTA_SHARE, PublicDomains
+from dpsmooth_spark.mechanisms.public_domains import PublicDomains
 from dpsmooth_spark.pipeline import domains
 from dpsmooth_spark.pipeline.progress import StageLog
 from dpsmooth_spark.pipeline.row_checks import check_rows
@@ -101,10 +101,9 @@ class ReleaseRun:
         # the schema checks (auto domains with a stand-in of their kind): a bad declaration
         # opens no ledger
         try:
-            stand_ins = domains.provisional_columns(config.columns, schema, csv)
+            codec = domains.provisional_codec(config.columns, schema, csv)
         except ColumnTypeError as exc:
             raise io.InputError(f"{exc}; nothing was released") from None
-        codec = io.table_codec(stand_ins, schema, csv)
         release_id = config.release_id or uuid.uuid4().hex
         ledger = BudgetLedger(config.ledger_path)
         previous = ledger.find(release_id)
@@ -176,7 +175,9 @@ class ReleaseRun:
                 )
             self.domain_accountant = accountant
         try:
-            resolved = domains.resolved_columns(config.columns, self.codec, self.domains)
+            self.codec = domains.resolved_codec(
+                config.columns, self.codec, self.domains, schema, config.input.format == "csv"
+            )
         except ColumnTypeError as exc:
             if self.previous is None:  # what the selection spent is on record
                 self.persist(
@@ -184,7 +185,6 @@ class ReleaseRun:
                     {"columns": config.column_names, "public_domains": self.domains.to_dict()},
                 )
             raise io.InputError(f"{exc}; nothing was released") from None
-        self.codec = io.table_codec(resolved, schema, config.input.format == "csv")
         self.bounds = self.codec.bounds()
 
     def new_accountant(self) -> PrivacyAccountant:
@@ -193,14 +193,7 @@ class ReleaseRun:
         of delta is set aside for partition selection when a column has ``values: auto``."""
         if self.domain_accountant is not None:
             return self.domain_accountant
-        privacy = self.config.privacy
-        selection = any(c.auto_values for c in self.config.columns)
-        return PrivacyAccountant(
-            privacy.epsilon,
-            privacy.delta,
-            unit_rows=privacy.unit_rows,
-            selection_delta=privacy.delta * SELECTION_DELTA_SHARE if selection else 0.0,
-        )
+        return domains.release_accountant(self.config.privacy, self.config.columns)
 
     def reused_accountant(self) -> PrivacyAccountant:
         """The account of the persisted statistics (retries only)."""
