@@ -17,6 +17,7 @@ COMMANDS = {
     "accuracy": "benchmarks.accuracy",  # correlation error of the fit at 10^6 .. 10^7 rows
     "mixed": "benchmarks.mixed",  # mixed tables (Adult): 1-, 2-, 3-way TVD, TSTR AUC
     "units": "benchmarks.units",  # person-level releases: fidelity, the bounded pass's cost
+    "wide": "benchmarks.wide",  # 100-300 columns: factor tables vs independent columns and MST
     "domains": "benchmarks.domains",  # auto bounds (DP quantiles), auto values (selection)
     "results": "benchmarks.results",  # docs/results.md's fidelity table from its JSON
 }

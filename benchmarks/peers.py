@@ -1,7 +1,9 @@
 """One release by a public DP synthesizer (smartnoise-synth MST or AIM), for side-by-side runs.
 
 Runs in its own environment (``scripts/bench-peers-env`` builds ``.venv-peers``), never in the
-project's: ``python benchmarks/peers.py METHOD EPSILON REAL.parquet BOUNDS.json OUT.parquet``.
+project's: ``python benchmarks/peers.py METHOD EPSILON REAL.parquet BOUNDS.json OUT.parquet
+[--bins B] [--delta D] [--sampling round|sample]``: smartnoise's default randomized rounding
+(``round``) or i.i.d. draws from the fitted model (``sample``).
 Each column is binned on its public bounds (``--bins`` equal cells, no budget spent on bounds);
 the synthesizer's bin midpoints are spread uniformly within their cell, so its marginals are
 compared as continuous values like ours.
@@ -28,6 +30,8 @@ def main() -> None:
     ap.add_argument("out")
     ap.add_argument("--bins", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--delta", type=float, default=1e-9)
+    ap.add_argument("--sampling", choices=["round", "sample"], default="round")
     args = ap.parse_args()
 
     from snsynth import Synthesizer
@@ -38,9 +42,18 @@ def main() -> None:
     transformer = TableTransformer(
         [BinTransformer(bins=args.bins, lower=lo, upper=hi) for lo, hi in bounds.values()]
     )
-    synth = Synthesizer.create(args.method, epsilon=args.epsilon, verbose=False)
+    np.random.seed(args.seed)
+    synth = Synthesizer.create(args.method, epsilon=args.epsilon, delta=args.delta, verbose=False)
     synth.fit(real, transformer=transformer, preprocessor_eps=0.0)
-    out = synth.sample(len(real))
+    if args.sampling == "round":
+        out = synth.sample(len(real))
+    else:
+        data = synth.synthesizer.synthetic_data(rows=len(real), method="sample")
+        if args.method == "mst":
+            data = synth.undo_compress_fn(data)
+        names = ["col" + str(i) for i in range(synth._transformer.output_width)]
+        rows = [tuple(t[1:]) for t in data.df[names].itertuples()]
+        out = pd.DataFrame(synth._transformer.inverse_transform(rows), columns=real.columns)
     rng = np.random.default_rng(args.seed)
     columns = {}
     for name, (lo, hi) in bounds.items():

@@ -8,6 +8,7 @@ post-processing is redone) instead of spending budget again.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -16,11 +17,13 @@ from dpsmooth_spark.config import ReleaseConfig
 from dpsmooth_spark.core.sampling import herds
 from dpsmooth_spark.mechanisms.synthesizer import (
     NoisySummary,
+    SynthesizerParams,
     default_rows,
     fit_from_summary,
     release_summary,
     sample_table,
 )
+from dpsmooth_spark.mechanisms.synthesizer.summary import modelled_pairs
 from dpsmooth_spark.pipeline.release import ReleaseReport, ReleaseRun
 from dpsmooth_spark.pipeline.row_checks import InvalidDataError
 from dpsmooth_spark.spark import io
@@ -135,6 +138,7 @@ def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
             "functions": result.functions,
             "kl_to_independent_prior": result.kl,
             "effective_support": result.support_size,
+            "pairs_low_rank": _low_rank_pairs(result.summary, params),
         },
     }
     output = {
@@ -148,3 +152,18 @@ def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
     }
     manifest = run.manifest(accountant, mechanism, output, result.timings)
     return run.write(data, {"summary.json": summary.to_dict()}, manifest)
+
+
+def _low_rank_pairs(summary: NoisySummary, params: SynthesizerParams) -> dict[str, Any] | None:
+    """What the manifest says of the pairs' low-rank model where the fit reads the pairs through
+    it: its rank, its misfit and how many measured pairs keep their measured value; ``None``
+    where the fit reads the pairs as measured."""
+    modelled = modelled_pairs(summary, params)
+    if modelled is None:
+        return None
+    model = modelled.model
+    return {
+        "rank": model.rank,
+        "misfit": model.misfit,
+        "pairs_kept_as_measured": int(np.triu(model.kept, 1).sum()),
+    }

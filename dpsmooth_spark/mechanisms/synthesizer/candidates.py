@@ -22,7 +22,11 @@ from dpsmooth_spark.core.marginals import (
 from dpsmooth_spark.core.maxent import fit_within_noise
 from dpsmooth_spark.core.sampling import snap_to_lattice
 from dpsmooth_spark.mechanisms.synthesizer.params import SynthesizerParams
-from dpsmooth_spark.mechanisms.synthesizer.summary import VARIANCE_FLOOR, NoisySummary
+from dpsmooth_spark.mechanisms.synthesizer.summary import (
+    VARIANCE_FLOOR,
+    LowRankPairs,
+    NoisySummary,
+)
 
 CORRELATION_FLOOR = 1e-3
 """Smallest eigenvalue of the proposal correlation (keeps the copula density finite)."""
@@ -166,8 +170,12 @@ def hub_marginals(summary: NoisySummary, marginals: GridMarginals) -> GridMargin
     return GridMarginals(probabilities)
 
 
-def private_correlation(summary: NoisySummary) -> np.ndarray | None:
-    """The correlation the candidates should cover: from the pair terms when the basis has all
+def private_correlation(
+    summary: NoisySummary, modelled: LowRankPairs | None = None
+) -> np.ndarray | None:
+    """The correlation the candidates should cover: the pairs' low-rank model's where the fit
+    reads the pairs through one (``modelled``, :func:`.summary.modelled_pairs`); else from
+    the pair terms when the basis has all
     of them; where it has some (anchor and selected pairs), the correlation of most entropy that
     holds them, each shrunk by its noise (:meth:`NoisySummary.completed_correlation`); else from
     PSI's directions and eigenvalues; ``None`` when none of these was measured. Without it,
@@ -176,6 +184,8 @@ def private_correlation(summary: NoisySummary) -> np.ndarray | None:
     measured at 12 deviations kept 0.4 of a correlation of 1.0)."""
     if summary.basis.d < 2:
         return None
+    if modelled is not None:
+        return modelled.correlation
     if summary.has_all_pairs():
         _, cov = summary.moments()
     else:
@@ -195,14 +205,18 @@ def private_correlation(summary: NoisySummary) -> np.ndarray | None:
 
 
 def make_candidates(
-    summary: NoisySummary, params: SynthesizerParams, rng: np.random.Generator
+    summary: NoisySummary,
+    params: SynthesizerParams,
+    rng: np.random.Generator,
+    modelled: LowRankPairs | None = None,
 ) -> Candidates:
-    """``params.candidates`` points from the private marginals (and copula), with their prior;
-    columns with ``summary.levels`` ``L > 0`` are snapped to the nearest of their ``L`` points."""
+    """``params.candidates`` points from the private marginals (and copula: the pairs' low-rank
+    model's where ``modelled``), with their prior; columns with ``summary.levels`` ``L > 0``
+    are snapped to the nearest of their ``L`` points."""
     marginals = marginal_priors(summary, params)
     if params.hub_means:
         marginals = hub_marginals(summary, marginals)
-    correlation = private_correlation(summary)
+    correlation = private_correlation(summary, modelled)
     points, log_prior = marginal_candidates(
         marginals, params.candidates, rng, correlation, params.copula_share
     )

@@ -36,7 +36,13 @@ from dpsmooth_spark.core.maxent import (
 )
 from dpsmooth_spark.mechanisms.synthesizer.candidates import Candidates, make_candidates
 from dpsmooth_spark.mechanisms.synthesizer.params import SynthesizerParams
-from dpsmooth_spark.mechanisms.synthesizer.summary import Measurement, NoisySummary, measurements
+from dpsmooth_spark.mechanisms.synthesizer.summary import (
+    LowRankPairs,
+    Measurement,
+    NoisySummary,
+    measurements,
+    modelled_pairs,
+)
 
 JOINT_MARGINAL_TOLERANCE = 0.1
 """Chi-square per answer the joint fit may leave on a one-way marginal: it keeps the marginals
@@ -216,7 +222,10 @@ fit's elsewhere (docs/decisions/0005)."""
 
 
 def completed_where_unmeasured(
-    summary: NoisySummary, points: np.ndarray, weights: np.ndarray
+    summary: NoisySummary,
+    points: np.ndarray,
+    weights: np.ndarray,
+    modelled: LowRankPairs | None = None,
 ) -> np.ndarray:
     """The weights closest in KL to ``weights`` under which every two columns that no measured
     function covers (:meth:`NoisySummary.covered_pairs`) have the correlation the measured
@@ -224,11 +233,11 @@ def completed_where_unmeasured(
     correlations of the covered pairs (:func:`core.marginals.max_entropy_correlation`; 0
     between columns no chain of measurements joins, ``r_iL r_jL`` between two columns measured
     only with a 0/1 label ``L``), wherever it is below :data:`CHANCE_DEVIATIONS` of the
-    candidates' chance correlation. Each column keeps its mean and variance and every other
-    pair its fitted correlation (:func:`core.maxent.match_correlation`). ``weights``
-    themselves where no pair qualifies, where there are more pairs than
-    :data:`MATCH_PAIRS_PER_CANDIDATE` allows, or where the move costs more than
-    :data:`MATCH_KL_LIMIT` allows.
+    candidates' chance correlation (with ``modelled``: the pairs' low-rank model's). Each column
+    keeps its mean and variance and every other pair its fitted correlation
+    (:func:`core.maxent.match_correlation`). ``weights`` themselves where no pair qualifies,
+    where there are more pairs than :data:`MATCH_PAIRS_PER_CANDIDATE` allows, or where the move
+    costs more than :data:`MATCH_KL_LIMIT` allows.
 
     The fit leaves such pairs as the candidates hold them: C = 20,000 of them carry a
     correlation of order ``1 / sqrt(ESS)`` between any two columns, which the release would show
@@ -245,7 +254,11 @@ def completed_where_unmeasured(
     fitted = weighted_correlation(points, u)
     upper = np.triu_indices(d, 1)
     given = np.column_stack(upper)[covered[upper]]
-    implied = max_entropy_correlation(d, given, fitted[given[:, 0], given[:, 1]])
+    implied = (
+        max_entropy_correlation(d, given, fitted[given[:, 0], given[:, 1]])
+        if modelled is None
+        else modelled.correlation
+    )
     support = effective_support(u)
     kept = covered | (np.abs(implied) >= CHANCE_DEVIATIONS / np.sqrt(support))
     if kept.all():
@@ -269,9 +282,14 @@ def fit_from_summary(
     levels = None if summary.levels is None else np.asarray(summary.levels)
     timings: dict[str, float] = {}
     start = time.perf_counter()
-    support = make_candidates(summary, params, rng)
+    modelled = modelled_pairs(summary, params)
+    support = make_candidates(summary, params, rng, modelled)
     found = _keep_prior_marginals(
-        measurements(summary, max(params.marginal_tolerance or 0.0, JOINT_MARGINAL_TOLERANCE)),
+        measurements(
+            summary,
+            max(params.marginal_tolerance or 0.0, JOINT_MARGINAL_TOLERANCE),
+            modelled=modelled,
+        ),
         support,
         levels,
     )
@@ -297,7 +315,10 @@ def fit_from_summary(
     timings["fit"] = time.perf_counter() - start
     if params.unrelated_independent:
         start = time.perf_counter()
-        fitted, weights = weights, completed_where_unmeasured(summary, support.points, weights)
+        fitted, weights = (
+            weights,
+            completed_where_unmeasured(summary, support.points, weights, modelled),
+        )
         if weights is not fitted:
             kl = kl_divergence(weights, support.prior_weights())
         timings["completion"] = time.perf_counter() - start

@@ -177,6 +177,13 @@ class SynthesizerParams(BaseModel):
             "candidates' chance one."
         ),
     )
+    pair_denoise: Literal["auto", "on", "off"] = Field(
+        default="auto",
+        description=(
+            "Read the measured pairs through their low-rank model in the candidates and the fit: "
+            "on, off, or auto (from 50 columns, where the model explains the measured pairs)."
+        ),
+    )
     hub_means: bool = Field(
         default=True,
         description=(
@@ -291,6 +298,11 @@ this, a quarter of a pair term's range; noisier, ``anchor_picks`` spends on the 
 ANCHOR_PICK_SELECTION = 0.7
 """Share of the basis budget that picks the anchor pairs (``anchor_picks``); the rest measures
 them (docs/decisions/0003)."""
+
+
+DENOISE_MIN_COLUMNS = 50
+"""``pair_denoise: auto`` reads the pairs through their low-rank model from this many columns:
+the model needs many pairs per column to tell its factors from the noise."""
 
 
 def pickable_anchor_pairs(

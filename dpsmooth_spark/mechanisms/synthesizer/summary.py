@@ -25,16 +25,24 @@ from dpsmooth_spark.core.factors import (
     copula_correlations,
     copula_correlations_and_noise,
 )
+from dpsmooth_spark.core.low_rank import LowRankCovariance, low_rank_covariance
 from dpsmooth_spark.core.marginals import (
+    GridMarginals,
     clear_shape,
+    correlation_from_covariance,
     histogram_density,
     lattice_density,
     max_entropy_correlation,
     nearest_psd,
     shared_shape,
 )
+from dpsmooth_spark.core.sampling import snap_to_lattice
 from dpsmooth_spark.core.subspace import SubspaceEstimate
-from dpsmooth_spark.mechanisms.synthesizer.params import first_pairs
+from dpsmooth_spark.mechanisms.synthesizer.params import (
+    DENOISE_MIN_COLUMNS,
+    SynthesizerParams,
+    first_pairs,
+)
 
 JOINT_ROWS = 512
 """Histogram cells (all columns together) that the joint fit keeps in place: each column's
@@ -190,6 +198,30 @@ FIT_READERS: dict[str, FitReader] = {}
 """Measurements for the fit of statistic kinds beyond the built-in ones (histograms, the
 relations of the basis and the factor pairs, the directions), which :func:`measurements` reads
 itself: ``kind -> reader(summary, statistic)``."""
+
+
+PAIRS_FLOOR = 1e-3
+"""Smallest eigenvalue of :attr:`LowRankPairs.correlation` (keeps the copula density finite)."""
+
+MOMENT_POINTS = 8
+"""Points per histogram cell at which :meth:`NoisySummary.factor_moments` reads a factor."""
+
+
+@dataclass(frozen=True)
+class LowRankPairs:
+    """The measured pairs on spread factors read through their low-rank model.
+
+    Attributes:
+        answers: ``(d, d)`` ``E[p_i p_j]`` the model expects for every pair (measured or not).
+        correlation: ``(d, d)`` the Gaussian-copula correlation under which the private
+            marginals give those answers (the candidates' copula), positive definite.
+        model: the denoised covariance of the factors, its rank, the noise it leaves each
+            pair and the measured pairs it keeps as measured.
+    """
+
+    answers: np.ndarray
+    correlation: np.ndarray
+    model: LowRankCovariance
 
 
 @dataclass(frozen=True)
@@ -421,6 +453,55 @@ class NoisySummary:
         shrink = np.clip(1.0 - std**2 / np.maximum(rho**2, 1e-12), 0.0, 1.0)
         return max_entropy_correlation(self.basis.d, pairs, rho * shrink)
 
+    @cached_property
+    def low_rank_pairs(self) -> LowRankPairs | None:
+        """The pairs on spread factors denoised jointly: their covariances ``E[p_i p_j] -
+        E[p_i] E[p_j]`` (every pair's answer has the same noise) as a low-rank model
+        (:func:`core.low_rank.low_rank_covariance`), each factor's mean and variance from the
+        private marginals; ``None`` where no pair on spread factors is measured."""
+        factors, sums = self.factor_pairs, self.factor_sums
+        if factors is None or sums is None or not factors.size or self.histograms is None:
+            return None
+        mean, variance = self.factor_moments()
+        n = max(self.noisy_count, 1.0)
+        i, j = factors.pairs[:, 0], factors.pairs[:, 1]
+        model = low_rank_covariance(
+            variance,
+            factors.pairs,
+            np.clip(sums / n, -1.0, 1.0) - mean[i] * mean[j],
+            np.full(factors.size, self.factor_noise_std / n),
+        )
+        answers = model.matrix + np.outer(mean, mean)
+        d = self.basis.d
+        every = np.column_stack(np.triu_indices(d, 1))
+        rho = copula_correlations(
+            FactorPairs(factors.coefficients, every),
+            self.marginal_probabilities(),
+            answers[every[:, 0], every[:, 1]],
+        )
+        correlation = np.eye(d)
+        correlation[every[:, 0], every[:, 1]] = correlation[every[:, 1], every[:, 0]] = rho
+        return LowRankPairs(
+            answers, correlation_from_covariance(nearest_psd(correlation, PAIRS_FLOOR)), model
+        )
+
+    def factor_moments(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(d,)`` means and variances of each column's spread factor under its private
+        marginal (the factor read at :data:`MOMENT_POINTS` points per cell, on a column's
+        lattice where it has one)."""
+        if self.factor_pairs is None:
+            raise ValueError("this summary has no pairs on spread factors")
+        probabilities = self.marginal_probabilities()
+        d, cells = probabilities.shape
+        points = np.repeat(GridMarginals.centres(cells * MOMENT_POINTS)[:, None], d, axis=1)
+        if self.levels is not None:
+            points = snap_to_lattice(points, self.levels)
+        values = self.factor_pairs.factors(points)  # (cells * MOMENT_POINTS, d)
+        weights = np.repeat(probabilities, MOMENT_POINTS, axis=1) / MOMENT_POINTS
+        mean = np.einsum("dc,cd->d", weights, values)
+        variance = np.einsum("dc,cd->d", weights, values**2) - mean**2
+        return mean, np.maximum(variance, VARIANCE_FLOOR)
+
     def mean(self) -> np.ndarray:
         """Private mean (scaled units): ``T_1(x_i)``'s answer where measured, else the noisy
         histogram's mean."""
@@ -575,6 +656,37 @@ class NoisySummary:
         }
 
 
+MAX_MISFIT = 0.25
+"""``pair_denoise: auto`` uses the pairs' low-rank model only where what it misses of the
+measured pairs is at most this share of their noise
+(:attr:`core.low_rank.LowRankCovariance.misfit`): a table whose relations are not a few factors
+keeps its pairs as measured (docs/decisions/0007)."""
+
+MIN_PAIRS_PER_COLUMN = 8
+"""``pair_denoise: auto`` uses the pairs' low-rank model only where at least this many pairs
+per column are measured: a label's pairs alone (a star) fit any rank-1 model exactly."""
+
+
+def modelled_pairs(summary: NoisySummary, params: SynthesizerParams) -> LowRankPairs | None:
+    """The pairs' low-rank model where the candidates and the fit read the pairs through it:
+    with ``pair_denoise: on``, or ``auto`` from :data:`params.DENOISE_MIN_COLUMNS` columns
+    with :data:`MIN_PAIRS_PER_COLUMN` measured pairs per column, where its misfit is at most
+    :data:`MAX_MISFIT`; ``None`` otherwise or where no pair on spread factors is measured.
+    Post-processing: the choice reads public and DP values only."""
+    mode = params.pair_denoise
+    d = summary.basis.d
+    if mode == "off":
+        return None
+    if mode == "auto":
+        measured = 0 if summary.factor_pairs is None else summary.factor_pairs.size
+        if d < DENOISE_MIN_COLUMNS or 2 * measured < MIN_PAIRS_PER_COLUMN * d:
+            return None
+    modelled = summary.low_rank_pairs
+    if modelled is None or (mode == "auto" and modelled.model.misfit > MAX_MISFIT):
+        return None
+    return modelled
+
+
 def basis_groups(basis: BasisSet) -> np.ndarray:
     """Group of each basis function: ``T_r(x_i)`` by column ``i``; a pair term by its hub, the
     column of the two that is in more pair terms (an anchor such as a label), ties to the first."""
@@ -594,7 +706,10 @@ def basis_groups(basis: BasisSet) -> np.ndarray:
 
 
 def measurements(
-    summary: NoisySummary, marginal_tolerance: float = 0.0, joint_rows: int = JOINT_ROWS
+    summary: NoisySummary,
+    marginal_tolerance: float = 0.0,
+    joint_rows: int = JOINT_ROWS,
+    modelled: LowRankPairs | None = None,
 ) -> list[Measurement]:
     """The summary's statistics as measurements for the fit (normalised by the noisy count).
 
@@ -603,7 +718,9 @@ def measurements(
     the sum of its cells' noise. Each answer is clipped to the range its function takes (a
     share to [0, 1], a Chebyshev product or direction term to [-1, 1]): the true answer lies in
     that range, so the clipped answer is never farther from it, and noise beyond the range
-    cannot demand a relation that no table has.
+    cannot demand a relation that no table has. With ``modelled`` (:func:`modelled_pairs`), the
+    pairs on spread factors are read through it: each answer is the model's, its noise the share
+    the model leaves (a pair the model misses keeps its answer and noise).
     """
     n = max(summary.noisy_count, 1.0)
     out = []
@@ -657,12 +774,18 @@ def measurements(
                 )
             )
         if pairs.size and factors is not None and summary.factor_sums is not None:
+            answers, std = np.clip(summary.factor_sums / n, -1.0, 1.0), summary.factor_noise_std / n
+            if modelled is not None:
+                i, j = factors.pairs[:, 0], factors.pairs[:, 1]
+                kept = modelled.model.kept[i, j]
+                answers = np.where(kept, answers, np.clip(modelled.answers[i, j], -1.0, 1.0))
+                std = std * modelled.model.noise_ratio[i, j]
             out.append(
                 Measurement(
                     "factor_pairs",
                     factors,
-                    np.clip(summary.factor_sums / n, -1.0, 1.0),
-                    summary.factor_noise_std / n,
+                    answers,
+                    std,
                     groups[size:],
                     tolerance,
                     "basis",
