@@ -8,7 +8,8 @@ Tables (generated, 10^5 rows, bounds +-3 public): ``factorsD``: D columns in blo
 block loading on one factor (loadings ``sqrt(U(0.35, 0.9))``, within-block correlations
 0.35-0.9, none across blocks), clipped to the bounds; ``independent100``: 100 independent
 standard normals, clipped. Methods: ``ours`` (the synthesize mechanism's defaults, pure
-epsilon-DP), ``ours_zcdp`` (the same at ``(epsilon, 1e-6)``, MST's setting here),
+epsilon-DP), ``ours_zcdp`` (the same at ``(epsilon, 1e-6)``, MST's setting here;
+``ours_zcdp_measured``: with ``pair_denoise: off``, the pairs read as measured),
 ``independent`` (per-column Laplace histograms at epsilon / d), ``mst`` and ``mst_sample``
 (smartnoise-synth MST at ``(epsilon, 1e-6)``, 10 cells per column, its default randomized
 rounding and i.i.d. sampling; ``--peer-timeout`` seconds each). Each run: the numbers of
@@ -34,7 +35,7 @@ from benchmarks.fidelity import DEFAULT_TOOL, fidelity_numbers, run_peer
 from benchmarks.tables import ROOT
 from dpsmooth_spark.core.bounds import PublicBounds
 from dpsmooth_spark.evaluation.baselines import independent_laplace
-from dpsmooth_spark.mechanisms.synthesizer import ArraySynthesizer
+from dpsmooth_spark.mechanisms.synthesizer import ArraySynthesizer, SynthesizerParams
 from dpsmooth_spark.mechanisms.synthesizer.summary import modelled_pairs
 from dpsmooth_spark.privacy.noise import NoiseSource
 
@@ -42,7 +43,7 @@ ROWS = 100_000
 BOUND = 3.0
 PEER_DELTA = 1e-6
 PEER_CELLS = 10
-METHODS = ("ours", "ours_zcdp", "independent", "mst", "mst_sample")
+METHODS = ("ours", "ours_zcdp", "ours_zcdp_measured", "independent", "mst", "mst_sample")
 
 
 def factor_table(columns: int, rows: int = ROWS, width: int = 10, seed: int = 0) -> np.ndarray:
@@ -69,13 +70,15 @@ TABLES: dict[str, Callable[[], np.ndarray]] = {
 }
 
 
-def ours(data: np.ndarray, bounds: PublicBounds, epsilon: float, delta: float) -> tuple:
-    """Our release (defaults) and what it measured."""
+def ours(
+    data: np.ndarray, bounds: PublicBounds, epsilon: float, delta: float, params: dict
+) -> tuple:
+    """Our release (defaults but ``params``) and what it measured."""
     mapping = {
         c: (float(lo), float(hi))
         for c, lo, hi in zip(bounds.columns, bounds.lower, bounds.upper, strict=True)
     }
-    synth = ArraySynthesizer(epsilon, mapping, delta=delta)
+    synth = ArraySynthesizer(epsilon, mapping, delta=delta, params=SynthesizerParams(**params))
     out = synth.fit({c: data[:, i] for i, c in enumerate(bounds.columns)}).sample(len(data))
     summary = synth.result_.summary
     modelled = modelled_pairs(summary, synth.params)
@@ -129,9 +132,10 @@ def main(argv: list[str] | None = None) -> None:
                     start = time.perf_counter()
                     info: dict = {}
                     syn: np.ndarray | None
-                    if method in ("ours", "ours_zcdp"):
-                        delta = PEER_DELTA if method == "ours_zcdp" else 0.0
-                        syn, info = ours(data, bounds, eps, delta)
+                    if method.startswith("ours"):
+                        delta = 0.0 if method == "ours" else PEER_DELTA
+                        params = {"pair_denoise": "off"} if method.endswith("measured") else {}
+                        syn, info = ours(data, bounds, eps, delta, params)
                     elif method == "independent":
                         rng = np.random.default_rng(rep)
                         scaled = independent_laplace(

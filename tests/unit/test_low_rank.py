@@ -107,3 +107,24 @@ def test_a_strong_pair_outside_the_factors_keeps_its_measured_value():
 def test_no_measured_pair_is_independence():
     model = low_rank_covariance(np.ones(4), np.zeros((0, 2)), np.zeros(0), np.zeros(0))
     assert model.rank == 0 and np.array_equal(model.matrix, np.eye(4))
+
+
+def test_auto_reads_the_pairs_through_the_model_only_on_wide_tables():
+    """``pair_denoise: auto`` leaves a table of fewer than 50 columns as measured; ``on`` uses
+    the model on any table whose pairs on spread factors are measured, ``off`` never."""
+    from dpsmooth_spark.mechanisms.synthesizer import ArraySynthesizer, SynthesizerParams
+    from dpsmooth_spark.mechanisms.synthesizer.summary import modelled_pairs
+
+    rng = np.random.default_rng(0)
+    factor = rng.normal(size=4000)
+    table = {f"x{j}": np.clip(factor + rng.normal(size=4000), -4, 4) for j in range(8)}
+    bounds = {c: (-4.0, 4.0) for c in table}
+    found = {}
+    for mode in ("auto", "on", "off"):
+        params = SynthesizerParams(pair_denoise=mode, fit="lp", candidates=200)
+        synth = ArraySynthesizer(5.0, bounds, delta=1e-6, params=params, random_state=0)
+        summary = synth.fit(table).result_.summary
+        assert summary.factor_pairs is not None and summary.factor_pairs.size == 28
+        found[mode] = modelled_pairs(summary, params)
+    assert found["auto"] is None and found["off"] is None
+    assert found["on"] is not None and found["on"].model.rank == 1
