@@ -186,6 +186,7 @@ def sample_records(
     jitter: np.ndarray | float,
     rng: np.random.Generator,
     herding_rows: int = 0,
+    independent: bool = False,
 ) -> np.ndarray:
     """``rows`` records from the mixture ``sum_j u_j N(c_j, diag(jitter**2))`` folded into the cube.
 
@@ -204,14 +205,28 @@ def sample_records(
             independent draws do), and then the jittered columns' values are reordered among
             the rows so that the sample's correlation is the mixture's
             (:func:`reorder_to_correlation`); more rows are drawn independently.
+        independent: where no relation was measured and the rows are not herded, draw the
+            columns independently of each other: the candidates are picked by systematic
+            resampling of the weights and each column's values are permuted among the rows on
+            their own, so the sample keeps every column's marginal and none of the chance
+            correlation that ``C`` candidates carry between columns (of order
+            ``1 / sqrt(C)``). Herded rows are reordered to the weights' correlation instead,
+            which is nearer independence than ``rows`` independent draws.
     """
     if rows < 0:
         raise ValueError("rows must be >= 0")
-    if herds(rows, herding_rows):
-        picked = candidates[herded_indices(candidates, weights, rows)]
+    if independent and not herds(rows, herding_rows):
+        cumulative = np.cumsum(weights / weights.sum())
+        picks = np.searchsorted(cumulative, (np.arange(rows) + rng.uniform()) / rows, side="right")
+        picked = candidates[np.minimum(picks, len(weights) - 1)]
+        for column in picked.T:
+            rng.shuffle(column)
     else:
-        picked = np.repeat(candidates, rng.multinomial(rows, weights / weights.sum()), axis=0)
-    rng.shuffle(picked, axis=0)
+        if herds(rows, herding_rows):
+            picked = candidates[herded_indices(candidates, weights, rows)]
+        else:
+            picked = np.repeat(candidates, rng.multinomial(rows, weights / weights.sum()), axis=0)
+        rng.shuffle(picked, axis=0)
     jitter = np.broadcast_to(np.asarray(jitter, dtype=np.float64), (candidates.shape[1],))
     if np.any(jitter > 0):
         picked = reflect_into_cube(picked + rng.standard_normal(picked.shape) * jitter)

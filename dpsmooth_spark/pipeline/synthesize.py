@@ -91,6 +91,7 @@ def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
             null_shares if nullable.any() else None,
             # lake formats stage unpartitioned rows; their commit partitions
             config.output.partition_by if config.output.format == "parquet" else None,
+            independent=result.independent,
         )
         distinct: int | None = None
     else:

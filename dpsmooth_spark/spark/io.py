@@ -507,9 +507,11 @@ def sample_on_executors(
     partitions: int,
     null_shares: np.ndarray | None = None,
     partition_by: str | None = None,
+    independent: bool = False,
 ) -> DataWriter:
     """A writer that draws ``rows`` records inside the executors and writes them as Parquet with
-    the input's column types (``codec``).
+    the input's column types (``codec``); ``independent``: column by column (no relation was
+    measured; :func:`core.sampling.sample_records`).
 
     The support (``C x d``), weights and jitter are broadcast with the task closure; partition
     ``p`` draws its share of the rows with ``numpy.random.default_rng([seed, p])``, so a release
@@ -530,7 +532,9 @@ def sample_on_executors(
         for batch in batches:
             for p in batch.column(0).to_numpy():
                 rng = np.random.default_rng([seed, int(p)])
-                scaled = sample_records(candidates, weights, int(shares[p]), jitter, rng)
+                scaled = sample_records(
+                    candidates, weights, int(shares[p]), jitter, rng, independent=independent
+                )
                 nulls = (
                     None if null_shares is None else rng.uniform(size=scaled.shape) < null_shares
                 )

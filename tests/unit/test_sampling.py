@@ -162,3 +162,25 @@ def test_a_herded_sample_has_the_fitted_mixtures_correlation():
     np.testing.assert_allclose(
         target, weighted / np.sqrt(np.outer(np.diag(weighted), np.diag(weighted)))
     )
+
+
+def test_without_a_measured_relation_the_columns_are_drawn_independently():
+    """2,000 candidates over 30 columns carry chance correlations of about 1 / sqrt(2000)
+    between columns; drawn column by column (``independent``), 20,000 rows keep only their own
+    (mean |r| 0.0057, at most 0.0061 in 100 seeds, against 0.021 drawing whole candidates) and
+    every column's mean within 0.003 of the weights' (at most 0.0019 in 100 seeds)."""
+    rng = np.random.default_rng(0)
+    candidates = rng.uniform(-1, 1, (2000, 30))
+    weights = rng.uniform(size=2000)
+    upper = np.triu_indices(30, 1)
+    found = {}
+    for independent in (True, False):
+        rows = sample_records(
+            candidates, weights, 20_000, 0.0, np.random.default_rng(1), independent=independent
+        )
+        found[independent] = np.abs(np.corrcoef(rows, rowvar=False)[upper]).mean()
+        if independent:
+            wanted = (weights / weights.sum()) @ candidates
+            assert np.abs(rows.mean(axis=0) - wanted).max() < 0.003
+    assert found[True] < 0.0075
+    assert found[False] > 2 * found[True]

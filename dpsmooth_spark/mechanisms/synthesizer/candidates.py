@@ -174,10 +174,10 @@ def private_correlation(
     summary: NoisySummary, modelled: LowRankPairs | None = None
 ) -> np.ndarray | None:
     """The correlation the candidates should cover: the pairs' low-rank model's where the fit
-    reads the pairs through one (``modelled``, :func:`.summary.modelled_pairs`); else from
-    the pair terms when the basis has all
-    of them; where it has some (anchor and selected pairs), the correlation of most entropy that
-    holds them, each shrunk by its noise (:meth:`NoisySummary.completed_correlation`); else from
+    reads the pairs through one (``modelled``, :func:`.summary.modelled_pairs`); else from the
+    pair terms when the basis has all of them; where it has some (anchor and selected pairs),
+    the correlation of most entropy that holds them, each shrunk by its noise
+    (:meth:`NoisySummary.completed_correlation`); else from
     PSI's directions and eigenvalues; ``None`` when none of these was measured. Without it,
     candidates drawn as independent columns could not hold the anchor pairs' relations (WDBC at
     epsilon 10: the label's correlations came back 2-3 noise deviations short, and pairs
@@ -204,22 +204,40 @@ def private_correlation(
     return correlation_from_covariance(corr)
 
 
+MODEL_CANDIDATES_PER_COLUMN = 500
+"""Where the fit reads the pairs through their low-rank model, at least this many candidates per
+column (up to :data:`MODEL_CANDIDATES_CAP`): the candidates carry a chance correlation of
+order ``1 / sqrt(C)`` between any two columns, which the model's pairs without relation do not
+(docs/decisions/0007)."""
+
+MODEL_CANDIDATES_CAP = 100_000
+"""Most candidates :data:`MODEL_CANDIDATES_PER_COLUMN` asks for (``C x d`` values in memory)."""
+
+
+def candidate_count(params: SynthesizerParams, d: int, modelled: bool) -> int:
+    """How many candidates the fit weighs: ``params.candidates``, raised to
+    :data:`MODEL_CANDIDATES_PER_COLUMN` per column (at most :data:`MODEL_CANDIDATES_CAP`)
+    where the pairs are read through their low-rank model."""
+    if not modelled:
+        return params.candidates
+    return max(params.candidates, min(MODEL_CANDIDATES_PER_COLUMN * d, MODEL_CANDIDATES_CAP))
+
+
 def make_candidates(
     summary: NoisySummary,
     params: SynthesizerParams,
     rng: np.random.Generator,
     modelled: LowRankPairs | None = None,
 ) -> Candidates:
-    """``params.candidates`` points from the private marginals (and copula: the pairs' low-rank
-    model's where ``modelled``), with their prior; columns with ``summary.levels`` ``L > 0``
-    are snapped to the nearest of their ``L`` points."""
+    """:func:`candidate_count` points from the private marginals (and copula: the pairs'
+    low-rank model's where ``modelled``), with their prior; columns with ``summary.levels``
+    ``L > 0`` are snapped to the nearest of their ``L`` points."""
     marginals = marginal_priors(summary, params)
     if params.hub_means:
         marginals = hub_marginals(summary, marginals)
     correlation = private_correlation(summary, modelled)
-    points, log_prior = marginal_candidates(
-        marginals, params.candidates, rng, correlation, params.copula_share
-    )
+    count = candidate_count(params, summary.basis.d, modelled is not None)
+    points, log_prior = marginal_candidates(marginals, count, rng, correlation, params.copula_share)
     if summary.levels is not None:
         points = snap_to_lattice(points, summary.levels)
     share = params.copula_share if correlation is not None and summary.basis.d >= 2 else 0.0

@@ -66,6 +66,8 @@ class SynthesisResult:
         kl: ``KL(weights || independent prior)`` in nats.
         jitter: per-column neighbourhood standard deviation (scaled units).
         timings: seconds per driver stage.
+        independent: no relation between columns was measured: records beyond the herded ones
+            are drawn column by column (:func:`core.sampling.sample_records`).
     """
 
     summary: NoisySummary
@@ -78,6 +80,7 @@ class SynthesisResult:
     kl: float
     jitter: np.ndarray
     timings: dict[str, float] = field(default_factory=dict)
+    independent: bool = False
 
     @property
     def support_size(self) -> int:
@@ -343,4 +346,5 @@ def fit_from_summary(
         kl,
         jitter,
         timings,
+        independent=not relations.any(),
     )

@@ -15,8 +15,17 @@ def sample_scaled(
     result: SynthesisResult, rows: int, rng: np.random.Generator, herding_rows: int = 0
 ) -> np.ndarray:
     """``rows`` synthetic records in scaled units [-1, 1]^d; up to ``herding_rows`` rows by
-    kernel herding (``core.sampling.sample_records``)."""
-    return sample_records(result.candidates, result.weights, rows, result.jitter, rng, herding_rows)
+    kernel herding, more column by column where no relation was measured
+    (``core.sampling.sample_records``)."""
+    return sample_records(
+        result.candidates,
+        result.weights,
+        rows,
+        result.jitter,
+        rng,
+        herding_rows,
+        independent=result.independent,
+    )
 
 
 def default_rows(summary: NoisySummary) -> int:
