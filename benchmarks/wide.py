@@ -120,7 +120,8 @@ def main(argv: list[str] | None = None) -> None:
     unknown = set(args.methods.split(",")) - set(METHODS)
     if unknown:
         raise SystemExit(f"unknown methods {sorted(unknown)}; choose from {', '.join(METHODS)}")
-    runs = json.loads(args.out.read_text())["runs"] if args.append and args.out.exists() else []
+    kept = json.loads(args.out.read_text()) if args.append and args.out.exists() else {}
+    runs = kept.get("runs", [])
     for table in args.tables.split(","):
         data = TABLES[table]()
         d = data.shape[1]
@@ -153,7 +154,7 @@ def main(argv: list[str] | None = None) -> None:
                         run |= fidelity_numbers(DEFAULT_TOOL, data, syn, bounds, eps) | info
                     runs.append(run)
                     print(json.dumps(run), flush=True)
-                    args.out.write_text(json.dumps({"runs": runs}, indent=1) + "\n")
+                    args.out.write_text(json.dumps({**kept, "runs": runs}, indent=1) + "\n")
     print(markdown(runs))
 
 
