@@ -213,15 +213,32 @@ class LowRankPairs:
 
     Attributes:
         answers: ``(d, d)`` ``E[p_i p_j]`` the model expects for every pair (measured or not).
-        correlation: ``(d, d)`` the Gaussian-copula correlation under which the private
-            marginals give those answers (the candidates' copula), positive definite.
         model: the denoised covariance of the factors, its rank, the noise it leaves each
             pair and the measured pairs it keeps as measured.
+        coefficients: the spread factors' coefficients (:class:`core.factors.FactorPairs`).
+        probabilities: ``(d, B)`` the private marginals the answers are read under.
     """
 
     answers: np.ndarray
-    correlation: np.ndarray
     model: LowRankCovariance
+    coefficients: np.ndarray
+    probabilities: np.ndarray
+
+    @cached_property
+    def correlation(self) -> np.ndarray:
+        """``(d, d)`` the Gaussian-copula correlation under which the private marginals give
+        :attr:`answers` (the candidates' copula), positive definite; read only where the fit
+        uses the model (it inverts the copula for every pair)."""
+        d = self.answers.shape[0]
+        every = np.column_stack(np.triu_indices(d, 1))
+        rho = copula_correlations(
+            FactorPairs(self.coefficients, every),
+            self.probabilities,
+            self.answers[every[:, 0], every[:, 1]],
+        )
+        correlation = np.eye(d)
+        correlation[every[:, 0], every[:, 1]] = correlation[every[:, 1], every[:, 0]] = rho
+        return correlation_from_covariance(nearest_psd(correlation, PAIRS_FLOOR))
 
 
 @dataclass(frozen=True)
@@ -471,18 +488,11 @@ class NoisySummary:
             np.clip(sums / n, -1.0, 1.0) - mean[i] * mean[j],
             np.full(factors.size, self.factor_noise_std / n),
         )
-        answers = model.matrix + np.outer(mean, mean)
-        d = self.basis.d
-        every = np.column_stack(np.triu_indices(d, 1))
-        rho = copula_correlations(
-            FactorPairs(factors.coefficients, every),
-            self.marginal_probabilities(),
-            answers[every[:, 0], every[:, 1]],
-        )
-        correlation = np.eye(d)
-        correlation[every[:, 0], every[:, 1]] = correlation[every[:, 1], every[:, 0]] = rho
         return LowRankPairs(
-            answers, correlation_from_covariance(nearest_psd(correlation, PAIRS_FLOOR)), model
+            model.matrix + np.outer(mean, mean),
+            model,
+            factors.coefficients,
+            self.marginal_probabilities(),
         )
 
     def factor_moments(self) -> tuple[np.ndarray, np.ndarray]:
