@@ -59,9 +59,16 @@ def run_peer(script: str, args: list[str], timeout: float) -> bool:
 
 
 def peer_release(
-    method: str, data: np.ndarray, bounds: PublicBounds, epsilon: float, seed: int, timeout: float
+    method: str,
+    data: np.ndarray,
+    bounds: PublicBounds,
+    epsilon: float,
+    seed: int,
+    timeout: float,
+    options: tuple[str, ...] = (),
 ) -> np.ndarray | None:
-    """A smartnoise-synth release in the peers environment; ``None`` when it ran out of time."""
+    """A smartnoise-synth release in the peers environment (``options``: more arguments of
+    ``peers.py``); ``None`` when it ran out of time."""
     with tempfile.TemporaryDirectory() as tmp:
         real, spec, out = (
             Path(tmp) / name for name in ("real.parquet", "bounds.json", "out.parquet")
@@ -76,7 +83,7 @@ def peer_release(
             )
         )
         args = [method, str(epsilon), str(real), str(spec), str(out), "--seed", str(seed)]
-        if not run_peer("peers.py", args, timeout):
+        if not run_peer("peers.py", [*args, *options], timeout):
             return None
         table = pq.read_table(out)
         return np.column_stack([table[c].to_numpy() for c in bounds.columns])

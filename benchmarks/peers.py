@@ -21,6 +21,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 
+def model_rows(synth, method: str, rows: int, sampling: str, columns) -> pd.DataFrame:
+    """``rows`` records from a fitted smartnoise MST or AIM by mbi's ``synthetic_data`` with
+    ``sampling`` (``round``: randomized rounding; ``sample``: i.i.d. draws), decoded to the
+    table's ``columns`` (``peers_mixed.py`` uses it too)."""
+    data = synth.synthesizer.synthetic_data(rows=rows, method=sampling)
+    if method == "mst":
+        data = synth.undo_compress_fn(data)
+    names = ["col" + str(i) for i in range(synth._transformer.output_width)]
+    records = [tuple(t[1:]) for t in data.df[names].itertuples()]
+    return pd.DataFrame(synth._transformer.inverse_transform(records), columns=columns)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("method", choices=["mst", "aim"])
@@ -48,12 +60,7 @@ def main() -> None:
     if args.sampling == "round":
         out = synth.sample(len(real))
     else:
-        data = synth.synthesizer.synthetic_data(rows=len(real), method="sample")
-        if args.method == "mst":
-            data = synth.undo_compress_fn(data)
-        names = ["col" + str(i) for i in range(synth._transformer.output_width)]
-        rows = [tuple(t[1:]) for t in data.df[names].itertuples()]
-        out = pd.DataFrame(synth._transformer.inverse_transform(rows), columns=real.columns)
+        out = model_rows(synth, args.method, len(real), "sample", real.columns)
     rng = np.random.default_rng(args.seed)
     columns = {}
     for name, (lo, hi) in bounds.items():

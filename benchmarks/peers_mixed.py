@@ -16,9 +16,9 @@ import json
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+from peers import model_rows  # the sibling script (benchmarks/ is this script's sys.path[0])
 
 CELLS = 16
 
@@ -53,13 +53,7 @@ def main() -> None:
     np.random.seed(args.seed)
     synth = Synthesizer.create(args.method, epsilon=args.epsilon, verbose=False)
     synth.fit(real, transformer=TableTransformer(transformers), preprocessor_eps=0.0)
-    model = synth.synthesizer
-    data = model.synthetic_data(rows=len(real), method=args.sampling)
-    if args.method == "mst":
-        data = synth.undo_compress_fn(data)
-    names = ["col" + str(i) for i in range(synth._transformer.output_width)]
-    rows = [tuple(t[1:]) for t in data.df[names].itertuples()]
-    out = pd.DataFrame(synth._transformer.inverse_transform(rows), columns=real.columns)
+    out = model_rows(synth, args.method, len(real), args.sampling, real.columns)
     rng = np.random.default_rng(args.seed)
     for name, (
         lo,

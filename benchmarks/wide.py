@@ -22,22 +22,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 
-from benchmarks.fidelity import DEFAULT_TOOL, fidelity_numbers, run_peer
+from benchmarks.fidelity import DEFAULT_TOOL, fidelity_numbers, peer_release, release
 from benchmarks.tables import ROOT
 from dpsmooth_spark.core.bounds import PublicBounds
-from dpsmooth_spark.evaluation.baselines import independent_laplace
 from dpsmooth_spark.mechanisms.synthesizer import ArraySynthesizer, SynthesizerParams
 from dpsmooth_spark.mechanisms.synthesizer.summary import modelled_pairs
-from dpsmooth_spark.privacy.noise import NoiseSource
 
 ROWS = 100_000
 BOUND = 3.0
@@ -84,27 +79,9 @@ def ours(
     modelled = modelled_pairs(summary, synth.params)
     info = {
         "functions": int(summary.functions),
-        "low_rank": None
-        if modelled is None
-        else {"rank": modelled.model.rank, "misfit": round(modelled.model.misfit, 4)},
+        "low_rank": None if modelled is None else modelled.model.describe(),
     }
     return np.column_stack([out[c] for c in bounds.columns]), info
-
-
-def mst(
-    data: np.ndarray, bounds: PublicBounds, epsilon: float, sampling: str, timeout: float
-) -> np.ndarray | None:
-    """smartnoise-synth MST in the peers environment; ``None`` when it ran out of time."""
-    with tempfile.TemporaryDirectory() as tmp:
-        real, spec, out = (Path(tmp) / n for n in ("real.parquet", "bounds.json", "out.parquet"))
-        pq.write_table(pa.table({c: data[:, i] for i, c in enumerate(bounds.columns)}), real)
-        spec.write_text(json.dumps({c: [-BOUND, BOUND] for c in bounds.columns}))
-        args = ["mst", str(epsilon), str(real), str(spec), str(out), "--bins", str(PEER_CELLS)]
-        args += ["--delta", str(PEER_DELTA), "--sampling", sampling]
-        if not run_peer("peers.py", args, timeout):
-            return None
-        table = pq.read_table(out)
-        return np.column_stack([table[c].to_numpy() for c in bounds.columns])
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -138,14 +115,14 @@ def main(argv: list[str] | None = None) -> None:
                         params = {"pair_denoise": "off"} if method.endswith("measured") else {}
                         syn, info = ours(data, bounds, eps, delta, params)
                     elif method == "independent":
-                        rng = np.random.default_rng(rep)
-                        scaled = independent_laplace(
-                            bounds.scale(data), eps, len(data), rng, NoiseSource()
-                        )
-                        syn = bounds.unscale(scaled)
+                        syn = release(method, data, bounds, eps, {}, np.random.default_rng(rep))
                     else:
                         sampling = "sample" if method == "mst_sample" else "round"
-                        syn = mst(data, bounds, eps, sampling, args.peer_timeout)
+                        options = ["--bins", str(PEER_CELLS), "--delta", str(PEER_DELTA)]
+                        options += ["--sampling", sampling]
+                        syn = peer_release(
+                            "mst", data, bounds, eps, 0, args.peer_timeout, tuple(options)
+                        )
                     run = {"table": table, "columns": d, "epsilon": eps, "method": method}
                     run |= {"release": rep, "seconds": round(time.perf_counter() - start, 1)}
                     if syn is None:

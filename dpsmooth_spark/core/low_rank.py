@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dpsmooth_spark.core.marginals import correlation_from_covariance, nearest_psd
+
 ENTRY_DEVIATIONS = 3.0
 """A denoised pair within this many of its noise std of zero is set to zero."""
 
@@ -61,6 +63,14 @@ class LowRankCovariance:
     noise_ratio: np.ndarray
     kept: np.ndarray
     misfit: float = 0.0
+
+    def describe(self) -> dict[str, float | int]:
+        """What the manifest and the benchmarks state of the model."""
+        return {
+            "rank": self.rank,
+            "misfit": self.misfit,
+            "pairs_kept_as_measured": int(np.triu(self.kept, 1).sum()),
+        }
 
 
 def low_rank_covariance(
@@ -129,19 +139,7 @@ def low_rank_covariance(
     matrix = np.where(np.abs(model) < ENTRY_DEVIATIONS * sigma * ratio, 0.0, model)
     matrix = np.where(missed, observed, matrix)
     np.fill_diagonal(matrix, variances)
-    correlation = _correlation(matrix / np.outer(sd, sd), floor)
+    correlation = correlation_from_covariance(nearest_psd(matrix / np.outer(sd, sd), floor))
     return LowRankCovariance(
         correlation * np.outer(sd, sd), rank, np.where(missed, 1.0, ratio), missed, misfit
     )
-
-
-def _correlation(matrix: np.ndarray, floor: float) -> np.ndarray:
-    """``matrix`` symmetrised, its eigenvalues raised to at least ``floor``, rescaled to a unit
-    diagonal."""
-    sym = 0.5 * (matrix + matrix.T)
-    eigenvalues, vectors = np.linalg.eigh(sym)
-    psd = (vectors * np.maximum(eigenvalues, floor)) @ vectors.T
-    scale = np.sqrt(np.diag(psd))
-    corr = psd / np.outer(scale, scale)
-    np.fill_diagonal(corr, 1.0)
-    return corr

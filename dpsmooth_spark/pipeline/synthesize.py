@@ -8,7 +8,6 @@ post-processing is redone) instead of spending budget again.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -155,16 +154,11 @@ def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
     return run.write(data, {"summary.json": summary.to_dict()}, manifest)
 
 
-def _low_rank_pairs(summary: NoisySummary, params: SynthesizerParams) -> dict[str, Any] | None:
+def _low_rank_pairs(
+    summary: NoisySummary, params: SynthesizerParams
+) -> dict[str, float | int] | None:
     """What the manifest says of the pairs' low-rank model where the fit reads the pairs through
-    it: its rank, its misfit and how many measured pairs keep their measured value; ``None``
-    where the fit reads the pairs as measured."""
+    it (:meth:`core.low_rank.LowRankCovariance.describe`); ``None`` where the fit reads the
+    pairs as measured."""
     modelled = modelled_pairs(summary, params)
-    if modelled is None:
-        return None
-    model = modelled.model
-    return {
-        "rank": model.rank,
-        "misfit": model.misfit,
-        "pairs_kept_as_measured": int(np.triu(model.kept, 1).sum()),
-    }
+    return None if modelled is None else modelled.model.describe()

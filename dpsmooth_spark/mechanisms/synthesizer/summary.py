@@ -204,7 +204,7 @@ PAIRS_FLOOR = 1e-3
 """Smallest eigenvalue of :attr:`LowRankPairs.correlation` (keeps the copula density finite)."""
 
 MOMENT_POINTS = 8
-"""Points per histogram cell at which :meth:`NoisySummary.factor_moments` reads a factor."""
+"""Points per histogram cell at which :func:`factor_moments` reads a factor."""
 
 
 @dataclass(frozen=True)
@@ -479,7 +479,8 @@ class NoisySummary:
         factors, sums = self.factor_pairs, self.factor_sums
         if factors is None or sums is None or not factors.size or self.histograms is None:
             return None
-        mean, variance = self.factor_moments()
+        probabilities = self.marginal_probabilities()
+        mean, variance = factor_moments(factors, probabilities, self.levels)
         n = max(self.noisy_count, 1.0)
         i, j = factors.pairs[:, 0], factors.pairs[:, 1]
         model = low_rank_covariance(
@@ -492,25 +493,8 @@ class NoisySummary:
             model.matrix + np.outer(mean, mean),
             model,
             factors.coefficients,
-            self.marginal_probabilities(),
+            probabilities,
         )
-
-    def factor_moments(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(d,)`` means and variances of each column's spread factor under its private
-        marginal (the factor read at :data:`MOMENT_POINTS` points per cell, on a column's
-        lattice where it has one)."""
-        if self.factor_pairs is None:
-            raise ValueError("this summary has no pairs on spread factors")
-        probabilities = self.marginal_probabilities()
-        d, cells = probabilities.shape
-        points = np.repeat(GridMarginals.centres(cells * MOMENT_POINTS)[:, None], d, axis=1)
-        if self.levels is not None:
-            points = snap_to_lattice(points, self.levels)
-        values = self.factor_pairs.factors(points)  # (cells * MOMENT_POINTS, d)
-        weights = np.repeat(probabilities, MOMENT_POINTS, axis=1) / MOMENT_POINTS
-        mean = np.einsum("dc,cd->d", weights, values)
-        variance = np.einsum("dc,cd->d", weights, values**2) - mean**2
-        return mean, np.maximum(variance, VARIANCE_FLOOR)
 
     def mean(self) -> np.ndarray:
         """Private mean (scaled units): ``T_1(x_i)``'s answer where measured, else the noisy
@@ -664,6 +648,23 @@ class NoisySummary:
             "budget_plan": self.plan,
             "statistics": [s.to_dict() for s in self.statistics],
         }
+
+
+def factor_moments(
+    factors: FactorPairs, probabilities: np.ndarray, levels: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(d,)`` means and variances of each column's spread factor under its private marginal
+    (``probabilities``, ``(d, B)``; the factor read at :data:`MOMENT_POINTS` points per cell, on
+    a column's lattice where ``levels`` give it one)."""
+    d, cells = probabilities.shape
+    points = np.repeat(GridMarginals.centres(cells * MOMENT_POINTS)[:, None], d, axis=1)
+    if levels is not None:
+        points = snap_to_lattice(points, levels)
+    values = factors.factors(points)  # (cells * MOMENT_POINTS, d)
+    weights = np.repeat(probabilities, MOMENT_POINTS, axis=1) / MOMENT_POINTS
+    mean = np.einsum("dc,cd->d", weights, values)
+    variance = np.einsum("dc,cd->d", weights, values**2) - mean**2
+    return mean, np.maximum(variance, VARIANCE_FLOOR)
 
 
 MAX_MISFIT = 0.25
