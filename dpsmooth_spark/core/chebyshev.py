@@ -203,39 +203,107 @@ class ProjectionBasis:
 
 @dataclass(frozen=True)
 class HistogramBasis:
-    """Indicators of ``bins`` equal cells of [-1, 1] for each of d columns: ``d * bins`` functions.
+    """Indicators of ``bins`` equal cells of [-1, 1] for each of the ``columns`` of d columns
+    (all of them where ``columns`` is ``None``): ``len(columns) * bins`` functions.
 
     Attributes:
-        d: number of columns.
+        d: number of columns of the points.
         bins: cells per column.
+        columns: the columns measured, in order (``None``: every column).
     """
 
     d: int
     bins: int
+    columns: tuple[int, ...] | None = None
+
+    @property
+    def measured(self) -> np.ndarray:
+        """The columns measured, in order."""
+        return np.array(range(self.d) if self.columns is None else self.columns, dtype=np.int64)
 
     @property
     def size(self) -> int:
-        """Number of functions ``d * bins``."""
-        return self.d * self.bins
+        """Number of functions ``len(measured) * bins``."""
+        return self.measured.size * self.bins
+
+    def cells_of(self, points: np.ndarray) -> np.ndarray:
+        """``(C, len(measured))`` the function (row) index of each point's cell per column."""
+        measured = self.measured
+        points = np.atleast_2d(points)[:, measured]
+        return histogram_cell(points, self.bins) + self.bins * np.arange(measured.size)
 
     def evaluate(self, points: np.ndarray) -> np.ndarray:
-        """Indicator values at ``points`` (``(C, d)``): array ``(d * bins, C)``, column-major."""
-        points = np.atleast_2d(points)
-        out = np.zeros((self.size, points.shape[0]))
-        cells = histogram_cell(points, self.bins) + self.bins * np.arange(self.d)
-        out[cells.T.ravel(), np.tile(np.arange(points.shape[0]), self.d)] = 1.0
-        return out
+        """Indicator values at ``points`` (``(C, d)``): array ``(size, C)``, column-major."""
+        return indicator_values(self.cells_of(points), self.size)
 
     def mass(self, points: np.ndarray, weights: np.ndarray) -> np.ndarray:
-        """``evaluate(points) @ weights`` without the dense ``(d * bins, C)`` array: the weight
-        that ``points`` put in each cell, ``(d * bins,)``."""
-        points = np.atleast_2d(points)
-        cells = histogram_cell(points, self.bins) + self.bins * np.arange(self.d)  # (C, d)
-        return np.bincount(
-            cells.ravel(),
-            weights=np.repeat(np.asarray(weights, dtype=np.float64), self.d),
-            minlength=self.size,
-        )
+        """``evaluate(points) @ weights`` without the dense ``(size, C)`` array: the weight that
+        ``points`` put in each cell, ``(size,)``."""
+        return indicator_mass(self.cells_of(points), weights, self.size)
+
+
+@dataclass(frozen=True)
+class LevelHistogram:
+    """Indicators of each level of lattice columns (``levels[k]`` points ``-1 + 2 l /
+    (levels[k] - 1)`` of column ``columns[k]``): a nominal column's per-level histogram,
+    ``sum(levels)`` functions.
+
+    Attributes:
+        d: number of columns of the points.
+        columns: the lattice columns measured.
+        levels: their numbers of levels.
+        ordered: per column, whether its levels are ordered values (an integer, a date) rather
+            than nominal ones (a category): public, it tells post-processing which levels are
+            neighbours.
+    """
+
+    d: int
+    columns: tuple[int, ...]
+    levels: tuple[int, ...]
+    ordered: tuple[bool, ...] = ()
+
+    @property
+    def size(self) -> int:
+        """Number of functions ``sum(levels)``."""
+        return int(sum(self.levels))
+
+    @property
+    def offsets(self) -> np.ndarray:
+        """Row of each column's first level (``(len(columns) + 1,)``, the last is ``size``)."""
+        return np.concatenate([[0], np.cumsum(self.levels)]).astype(np.int64)
+
+    def cells_of(self, points: np.ndarray) -> np.ndarray:
+        """``(C, len(columns))`` the function (row) index of each point's level per column:
+        the nearest level."""
+        points = np.atleast_2d(points)[:, list(self.columns)]
+        top = np.array(self.levels, dtype=np.float64) - 1.0
+        level = np.clip(np.rint((points + 1.0) / 2.0 * top), 0, top).astype(np.int64)
+        return level + self.offsets[:-1]
+
+    def evaluate(self, points: np.ndarray) -> np.ndarray:
+        """Indicator values at ``points`` (``(C, d)``): array ``(size, C)``."""
+        return indicator_values(self.cells_of(points), self.size)
+
+    def mass(self, points: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """The weight that ``points`` put on each level, ``(size,)``."""
+        return indicator_mass(self.cells_of(points), weights, self.size)
+
+
+def indicator_values(cells: np.ndarray, size: int) -> np.ndarray:
+    """``(size, C)`` 0/1 values from each point's function index per column (``(C, m)``)."""
+    out = np.zeros((size, cells.shape[0]))
+    out[cells.T.ravel(), np.tile(np.arange(cells.shape[0]), cells.shape[1])] = 1.0
+    return out
+
+
+def indicator_mass(cells: np.ndarray, weights: np.ndarray, size: int) -> np.ndarray:
+    """``(size,)`` the weight each indicator function holds, from each point's function index
+    per column (``(C, m)``) and the points' ``weights``."""
+    return np.bincount(
+        cells.ravel(),
+        weights=np.repeat(np.asarray(weights, dtype=np.float64), cells.shape[1]),
+        minlength=size,
+    )
 
 
 def coarsen_histograms(counts: np.ndarray, bins: int) -> np.ndarray:

@@ -145,6 +145,11 @@ class TableCodec:
             ]
         )
 
+    def nominal(self) -> np.ndarray:
+        """Per column, whether its lattice points are nominal levels (a categorical column's
+        values, in domain order) rather than ordered values."""
+        return np.array([c.kind == "categorical" for c in self.columns], dtype=bool)
+
     def bounds(self) -> PublicBounds:
         """The encoded bounds the mechanism scales with."""
         return PublicBounds.from_mapping({c.name: (c.lower, c.upper) for c in self.columns})

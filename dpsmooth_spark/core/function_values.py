@@ -12,7 +12,8 @@ smooth mechanism measures has structure that makes both products cheaper:
   d = 30), whatever the number of pairs;
   a one-way term ``T_r(x_i)`` is a column of such a table (a GEMV); a pair on spread factors
   ``p_i(x_i) p_j(x_j)`` (``core/factors.py``) is the same product over a table of the ``p_i``;
-* a histogram cell is an indicator: a sparse matrix with one entry per candidate and column;
+* a histogram cell or a level is an indicator: a sparse matrix with one entry per candidate and
+  column;
 * anything else (the few PSI directions) is kept dense.
 
 Products are float32, as the dense matrix was.
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from dpsmooth_spark.core.chebyshev import BasisSet, HistogramBasis, chebyshev_table, histogram_cell
+from dpsmooth_spark.core.chebyshev import BasisSet, HistogramBasis, LevelHistogram, chebyshev_table
 from dpsmooth_spark.core.factors import FactorPairs
 
 
@@ -161,13 +162,14 @@ def _factor_products(factors: FactorPairs, points: np.ndarray, scale: np.ndarray
     )
 
 
-def _indicators(histograms: HistogramBasis, points: np.ndarray, scale: np.ndarray) -> _Sparse:
+def _indicators(
+    cells: HistogramBasis | LevelHistogram, points: np.ndarray, scale: np.ndarray
+) -> _Sparse:
+    rows = cells.cells_of(points)  # (C, m)
     c = points.shape[0]
-    cells = histogram_cell(points, histograms.bins) + histograms.bins * np.arange(histograms.d)
-    rows = cells.T.ravel()
-    cols = np.tile(np.arange(c), histograms.d)
-    data = np.asarray(scale, dtype=np.float64)[rows].astype(np.float32)
-    return _Sparse(sp.csr_matrix((data, (cols, rows)), shape=(c, histograms.size)))
+    cols = np.repeat(np.arange(c), rows.shape[1])
+    data = np.asarray(scale, dtype=np.float64)[rows.ravel()].astype(np.float32)
+    return _Sparse(sp.csr_matrix((data, (cols, rows.ravel())), shape=(c, cells.size)))
 
 
 class FunctionValues:
@@ -188,7 +190,8 @@ class FunctionValues:
     def from_functions(
         cls, functions: list, scales: list[np.ndarray], points: np.ndarray
     ) -> FunctionValues:
-        """``functions[k]`` (a :class:`BasisSet`, :class:`HistogramBasis`, :class:`FactorPairs` or
+        """``functions[k]`` (a :class:`BasisSet`, :class:`HistogramBasis`, :class:`LevelHistogram`,
+        :class:`FactorPairs` or
         anything with ``evaluate(points) -> (R_k, C)``) at ``points`` (``(C, d)``), row ``r`` of
         block ``k`` multiplied by ``scales[k][r]``."""
         blocks, sizes = [], []
@@ -197,7 +200,7 @@ class FunctionValues:
             block: _Products | _Sparse | _Dense | None = None
             if isinstance(queries, BasisSet):
                 block = _products(queries, points, scale)
-            elif isinstance(queries, HistogramBasis):
+            elif isinstance(queries, HistogramBasis | LevelHistogram):
                 block = _indicators(queries, points, scale)
             elif isinstance(queries, FactorPairs):
                 block = _factor_products(queries, points, scale)

@@ -164,6 +164,67 @@ def level_bins(levels: int, bins: int) -> np.ndarray:
     return np.minimum(((points + 1.0) / 2.0 * bins).astype(np.int64), bins - 1)
 
 
+def measured_per_level(levels: int, bins: int, cells: int) -> bool:
+    """Whether a lattice column of ``levels`` points gets a histogram of one cell per level
+    (:func:`level_counts`) rather than ``bins`` equal cells: where two of its levels would share
+    a bin (whose mass would then be split evenly between them) and the data pass's ``cells``
+    hold each level apart."""
+    return 2 <= levels <= cells and np.unique(level_bins(levels, bins)).size < levels
+
+
+def level_counts(counts: np.ndarray, levels: int) -> np.ndarray:
+    """``(levels,)`` a lattice column's counts per level from its counts in ``cells >= levels``
+    equal cells of [-1, 1]: each cell's count goes to the level nearest the cell's centre. A
+    level's point lies in its own cell, or in the one below where rounding puts it on a cell's
+    lower edge; both are nearer to it than to any other level, since levels are more than a
+    cell apart."""
+    cells = counts.shape[-1]
+    centres = -1.0 + (2.0 * np.arange(cells) + 1.0) / cells
+    nearest = np.clip(np.rint((centres + 1.0) / 2.0 * (levels - 1)), 0, levels - 1)
+    return np.bincount(nearest.astype(np.int64), weights=counts, minlength=levels)
+
+
+SPIKE_DEVIATIONS = 4.0
+""":func:`ordered_level_density` keeps a level's own share where it stands this many noise
+deviations from its bin's mean share (a false spike: 0.35% of levels under Laplace noise)."""
+
+
+def ordered_level_density(
+    shares: np.ndarray, std: float, bins: int, laplace: bool = True
+) -> np.ndarray:
+    """``(L,)`` a distribution on the levels of an ordered lattice column (an integer or a date)
+    from its noisy per-level shares (noise ``std`` each): the mass of each of ``bins`` equal
+    cells as the cells' sums denoise it (:func:`lattice_density`, the noise of a sum of ``m``
+    levels ``sqrt(m) std``), spread evenly over the cell's levels except those that stand
+    :data:`SPIKE_DEVIATIONS` noise deviations from the cell's mean share, which keep their own
+    (a spike such as 40 hours a week). Neighbouring values share what the noise cannot tell
+    apart; a point mass stays where it is."""
+    levels = shares.size
+    where = level_bins(levels, bins)
+    size = np.bincount(where, minlength=bins)
+    held = np.flatnonzero(size)
+    sums = np.bincount(where, weights=shares, minlength=bins)
+    if held.size >= 2:
+        mass = np.zeros(bins)
+        noise = std * np.sqrt(size[held])
+        mass[held] = lattice_density(sums[held], noise, held.size, held.size, laplace)
+    else:
+        mass = (size > 0).astype(np.float64)
+    mean = sums[where] / size[where]
+    deviation = shares - mean
+    spread = std * np.sqrt(np.maximum(1.0 - 1.0 / size[where], 0.0))
+    own = np.where(np.abs(deviation) > SPIKE_DEVIATIONS * spread, np.maximum(shares, 0.0), 0.0)
+    rest = np.bincount(where, weights=(own == 0) * 1.0, minlength=bins)
+    # the levels without a spike share what the spikes leave of their cell's noisy sum, evenly
+    left = np.maximum(sums - np.bincount(where, weights=own, minlength=bins), 0.0)
+    within = np.where(own > 0, own, left[where] / np.maximum(rest[where], 1.0))
+    total = np.bincount(where, weights=within, minlength=bins)
+    within = np.where(
+        total[where] > 0, within / np.maximum(total[where], 1e-300), 1.0 / size[where]
+    )
+    return mass[where] * within
+
+
 def lattice_density(
     shares: np.ndarray, std: np.ndarray, cells: int, levels: int, laplace: bool = True
 ) -> np.ndarray:

@@ -25,13 +25,14 @@ def herded_indices(
     points: np.ndarray,
     weights: np.ndarray,
     rows: int,
-    cells: int = HERDING_CELLS,
+    cells: int | np.ndarray = HERDING_CELLS,
     pair_cells: int = HERDING_PAIR_CELLS,
 ) -> np.ndarray:
     """``rows`` candidate indices chosen by kernel herding (Chen, Welling & Smola 2010) so that
     their empirical distribution follows ``weights`` on every column's marginal (``cells`` equal
-    cells of [-1, 1]), on every pair of columns' two-way marginal (``pair_cells`` cells each) and
-    on the correlation of the columns.
+    cells of [-1, 1], or per column: :func:`herding_cells` gives a lattice column one per
+    level), on every pair of columns' two-way marginal (``pair_cells`` cells each) and on the
+    correlation of the columns.
 
     Step ``t`` picks the candidate ``c`` that maximises ``E_u k(c, y) - mean_{s<t} k(c, x_s)``
     for the kernel ``k(a, b) = m_1 / d + m_2 (m_2 - 1) / (d (d - 1)) + ((z_a . z_b) / d)^2``,
@@ -52,6 +53,7 @@ def herded_indices(
     mean = u @ x
     z = ((x - mean) / np.sqrt(np.maximum(u @ (x - mean) ** 2, 1e-12))).astype(np.float32)
     second = (z * u[:, None].astype(np.float32)).T @ z
+    cells = np.broadcast_to(np.asarray(cells, dtype=np.int64), (d,))
     fine = np.clip(((x + 1.0) * (cells / 2.0)).astype(np.int64), 0, cells - 1)
     coarse = np.clip(((x + 1.0) * (pair_cells / 2.0)).astype(np.int64), 0, pair_cells - 1)
     expected = np.einsum("ci,ij,cj->c", z, second, z, optimize=True) / d**2
@@ -59,14 +61,14 @@ def herded_indices(
     coarse_members: list[tuple[np.ndarray, np.ndarray]] = []  # and cell starts
     pair_weight = 2.0 / (d * (d - 1)) if d > 1 else 0.0
     for j in range(d):
-        expected += np.bincount(fine[:, j], weights=u, minlength=cells)[fine[:, j]] / d
+        expected += np.bincount(fine[:, j], weights=u, minlength=cells[j])[fine[:, j]] / d
         for i in range(j):
             joint = np.bincount(
                 coarse[:, i] * pair_cells + coarse[:, j], weights=u, minlength=pair_cells**2
             )
             expected += pair_weight * joint[coarse[:, i] * pair_cells + coarse[:, j]]
         for cell, members, size in (
-            (fine, fine_members, cells),
+            (fine, fine_members, cells[j]),
             (coarse, coarse_members, pair_cells),
         ):
             order = np.argsort(cell[:, j], kind="stable")
@@ -86,6 +88,17 @@ def herded_indices(
             shared[order[starts[coarse[k, j]] : starts[coarse[k, j] + 1]]] += 1.0
         drawn += pair_weight * shared * (shared - 1.0) / 2.0
     return out
+
+
+def herding_cells(levels: np.ndarray | None, d: int) -> np.ndarray:
+    """Per column, the cells of the one-way marginal that herding follows: a lattice column of
+    more than :data:`HERDING_CELLS` levels (``levels``, 0 continuous) one per level (``L``
+    equal cells hold one level each), so that two neighbouring values that share a cell are not
+    interchangeable (a spike of half the rows at one value came out split between it and its
+    neighbour); else :data:`HERDING_CELLS`."""
+    if levels is None:
+        return np.full(d, HERDING_CELLS)
+    return np.maximum(np.asarray(levels, dtype=np.int64), HERDING_CELLS)
 
 
 REORDER_ROUNDS = 3
@@ -187,6 +200,7 @@ def sample_records(
     rng: np.random.Generator,
     herding_rows: int = 0,
     independent: bool = False,
+    levels: np.ndarray | None = None,
 ) -> np.ndarray:
     """``rows`` records from the mixture ``sum_j u_j N(c_j, diag(jitter**2))`` folded into the cube.
 
@@ -212,6 +226,8 @@ def sample_records(
             correlation that ``C`` candidates carry between columns (of order
             ``1 / sqrt(C)``). Herded rows are reordered to the weights' correlation instead,
             which is nearer independence than ``rows`` independent draws.
+        levels: per column its lattice points (0 continuous), for the cells herding follows
+            (:func:`herding_cells`).
     """
     if rows < 0:
         raise ValueError("rows must be >= 0")
@@ -223,7 +239,8 @@ def sample_records(
             rng.shuffle(column)
     else:
         if herds(rows, herding_rows):
-            picked = candidates[herded_indices(candidates, weights, rows)]
+            cells = herding_cells(levels, candidates.shape[1])
+            picked = candidates[herded_indices(candidates, weights, rows, cells)]
         else:
             picked = np.repeat(candidates, rng.multinomial(rows, weights / weights.sum()), axis=0)
         rng.shuffle(picked, axis=0)

@@ -83,11 +83,16 @@ def select_top_k(
 
 
 def release_histograms(
-    counts: np.ndarray, budget: float, accountant: PrivacyAccountant, noise: NoiseSource
+    counts: np.ndarray,
+    budget: float,
+    accountant: PrivacyAccountant,
+    noise: NoiseSource,
+    columns: int | None = None,
 ) -> tuple[np.ndarray, float]:
-    """``(d, B)`` one-way histogram counts plus noise for ``budget`` (L1 sensitivity d, L2
-    sqrt(d): a record is in one cell per column); returns (noisy counts, scale)."""
-    d = int(counts.shape[0])
+    """One-way histogram counts plus noise for ``budget`` (L1 sensitivity d, L2 sqrt(d): a
+    record is in one cell per column): ``(d, B)``, or the cells of ``columns`` histograms of any
+    sizes laid end to end; returns (noisy counts, scale)."""
+    d = int(counts.shape[0]) if columns is None else columns
     sens = sensitivity.histograms_l1(d) if accountant.pure else sensitivity.histograms_l2(d)
     return _release(counts, sens, budget, "histograms", accountant, noise)
 

@@ -122,7 +122,15 @@ class Synthesizer:
         )
         self.accountant_, self.domains_ = accountant, found
         self.result_: SynthesisResult = fit_from_sums(
-            sums, bounds, self.params, self.accountant_, noise, rng, codec.lattice(), nullable
+            sums,
+            bounds,
+            self.params,
+            self.accountant_,
+            noise,
+            rng,
+            codec.lattice(),
+            nullable,
+            codec.nominal(),
         )
         self.codec_, self.rng_ = codec, rng
         return self

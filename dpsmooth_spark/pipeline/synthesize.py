@@ -54,6 +54,7 @@ def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
                 run.rng,
                 nullable,
                 run.codec.lattice(),
+                run.codec.nominal(),
             )
             run.persist(accountant, summary.to_dict())
     else:

@@ -20,6 +20,7 @@ import pytest
 from dpsmooth_spark.core.bounds import PublicBounds
 from dpsmooth_spark.core.chebyshev import coarsen_histograms
 from dpsmooth_spark.core.kernel import partial_sums
+from dpsmooth_spark.core.marginals import level_counts
 from dpsmooth_spark.mechanisms.synthesizer import SynthesizerParams, release_summary
 from dpsmooth_spark.privacy.accountant import PrivacyAccountant
 from dpsmooth_spark.privacy.audit import beyond_both, clopper_pearson, epsilon_lower_bound
@@ -425,6 +426,62 @@ def test_pooled_histogram_audit():
         out_d, truth_d = outputs(base, factor, 51)
         out_p, truth_p = outputs(neighbour, factor, 52)
         np.testing.assert_array_equal(truth_p - truth_d, [0.0, 0.0, 0.0, 3.0])
+        bound = audit(out_d, out_p, truth_d, truth_p)
+        assert (bound > 1.0) == expect_above, bound
+        if not expect_above:
+            assert bound > 0.7, bound  # not vacuous
+
+
+def test_level_histogram_audit():
+    """One-way histograms with a lattice column measured per level (privacy.md 3c) at epsilon
+    = 1, through ``release_summary`` as a release runs it: an 8-level category on 4 bins gets its
+    8 level counts, released with the other column's 4 cells; the added record moves one count
+    of each column, the L1 sensitivity ``d = 2``."""
+    bounds = PublicBounds.from_mapping({"a": (0.0, 7.0), "b": (-1.0, 1.0)})
+    params = SynthesizerParams(
+        basis="marginal",
+        degree=1,
+        candidate_strategy="moments",
+        count_fraction=0.2,
+        marginal_fraction=0.5,
+        marginal_bins=4,
+        candidates=10,
+    )
+    epsilon = 1.0 / (0.8 * 0.5)  # the histograms' share is 1
+    rng = np.random.default_rng(0)
+    base = np.column_stack([rng.integers(0, 7, 40), rng.uniform(-0.5, 0.5, 40)])
+    neighbour = np.vstack([base, [[7.0, 1.0]]])
+    lattice, nominal = np.array([8, 0]), np.array([True, False])
+
+    def outputs(table, factor, seed):
+        sums = partial_sums([table], bounds.lower, bounds.upper, params.pass_spec(bounds.d))
+        noise = RecordingNoise(np.random.default_rng(seed), factor)
+        runs = []
+        for _ in range(RUNS):
+            noise.log.clear()
+            accountant = PrivacyAccountant(epsilon)
+            release_summary(
+                sums,
+                bounds,
+                params,
+                accountant,
+                noise,
+                np.random.default_rng(0),
+                None,
+                lattice,
+                nominal,
+            )
+            runs.append(noise.log[1])  # count, histograms, basis sums
+        charge = next(c for c in accountant.charges if c.stage == "histograms")
+        assert charge.sensitivity == 2.0 and charge.epsilon == pytest.approx(1.0)
+        fine = sums.histograms
+        truth = np.concatenate([level_counts(fine[0], 8), coarsen_histograms(fine[1:], 4).ravel()])
+        return np.array(runs), truth
+
+    for factor, expect_above in ((1.0, False), (0.5, True)):
+        out_d, truth_d = outputs(base, factor, 61)
+        out_p, truth_p = outputs(neighbour, factor, 62)
+        np.testing.assert_array_equal(truth_p - truth_d, [0] * 7 + [1] + [0, 0, 0, 1])
         bound = audit(out_d, out_p, truth_d, truth_p)
         assert (bound > 1.0) == expect_above, bound
         if not expect_above:

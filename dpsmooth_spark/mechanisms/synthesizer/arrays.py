@@ -30,12 +30,15 @@ def fit_from_sums(
     rng: np.random.Generator,
     lattice: np.ndarray | None = None,
     nullable: np.ndarray | None = None,
+    nominal: np.ndarray | None = None,
 ) -> SynthesisResult:
     """Every driver stage: the DP statistics, then :func:`fit_from_summary` (``lattice``:
     levels per column, 0 continuous; the summary keeps them for the later stages; ``nullable``:
-    the columns whose null counts are measured)."""
+    the columns whose null counts are measured; ``nominal``: the categorical columns)."""
     start = time.perf_counter()
-    summary = release_summary(sums, bounds, params, accountant, noise, rng, nullable, lattice)
+    summary = release_summary(
+        sums, bounds, params, accountant, noise, rng, nullable, lattice, nominal
+    )
     elapsed = time.perf_counter() - start
     result = fit_from_summary(summary, params, rng)
     result.timings = {"noise_and_psi": elapsed, **result.timings}

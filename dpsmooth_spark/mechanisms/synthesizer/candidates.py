@@ -14,6 +14,7 @@ from dpsmooth_spark.core.chebyshev import HistogramBasis, chebyshev_table
 from dpsmooth_spark.core.marginals import (
     GridMarginals,
     correlation_from_covariance,
+    level_bins,
     marginal_candidates,
     mean_from_pairs,
     nearest_psd,
@@ -94,7 +95,10 @@ def marginal_priors(summary: NoisySummary, params: SynthesizerParams) -> GridMar
             std.append(np.full(bins, summary.histogram_noise_std / n))
         if sum(len(v) for v in b) == 0:
             continue
-        if rows.size == 0 and params.marginal_tolerance is None and summary.histograms is not None:
+        per_level = i in summary.level_histograms  # a nominal column: its levels' counts alone
+        if (
+            per_level or rows.size == 0 and params.marginal_tolerance is None
+        ) and summary.histograms is not None:
             probs[i] = summary.marginal_density(i, cells)
             continue
         fit, _ = fit_within_noise(
@@ -158,8 +162,12 @@ def hub_marginals(summary: NoisySummary, marginals: GridMarginals) -> GridMargin
     for hub in hubs:
         rows = np.flatnonzero((pairs.pairs == hub).any(axis=1))
         partners = np.where(pairs.pairs[rows, 0] == hub, pairs.pairs[rows, 1], pairs.pairs[rows, 0])
-        per_bin = factors[:, hub].reshape(bins, -1).mean(axis=1)
-        histogram_var = cell_var * float(per_bin @ per_bin)
+        if hub in summary.level_histograms:  # its mean from one count per level
+            levels = summary.level_histograms[int(hub)].size
+            per_cell = factors[level_bins(levels, marginals.cells), hub]
+        else:
+            per_cell = factors[:, hub].reshape(bins, -1).mean(axis=1)
+        histogram_var = cell_var * float(per_cell @ per_cell)
         if histogram_var <= 0:
             continue  # a noiseless histogram: nothing to pool
         mean, pairs_var = mean_from_pairs(

@@ -23,10 +23,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dpsmooth_spark.core.chebyshev import HistogramBasis
+from dpsmooth_spark.core.chebyshev import HistogramBasis, LevelHistogram
 from dpsmooth_spark.core.function_values import FunctionValues
 from dpsmooth_spark.core.lp import solve_l1_fit
-from dpsmooth_spark.core.marginals import max_entropy_correlation, weighted_correlation
+from dpsmooth_spark.core.marginals import (
+    level_bins,
+    max_entropy_correlation,
+    weighted_correlation,
+)
 from dpsmooth_spark.core.maxent import (
     effective_support,
     fit_within_noise,
@@ -171,18 +175,34 @@ def _keep_prior_marginals(
     sampling noise, let the fit weaken clear relations
     (``test_james_stein_targets_keep_clear_relations_that_the_ball_weakens``)."""
     out = []
+    probabilities = support.marginals.probabilities
     for m in found:
-        if isinstance(m.queries, HistogramBasis):
-            d, bins = m.queries.d, m.queries.bins
-            drawn = support.marginals.probabilities.reshape(d, bins, -1).sum(axis=2).ravel()
-            chi2 = np.bincount(m.groups, weights=((drawn - m.values) / m.std) ** 2, minlength=d)
-            if levels is not None and np.any(levels):
+        if isinstance(m.queries, HistogramBasis | LevelHistogram):
+            if isinstance(m.queries, HistogramBasis):
+                columns, bins = m.queries.measured, m.queries.bins
+                cells = np.full(columns.size, bins)
+                drawn = probabilities[columns].reshape(columns.size, bins, -1).sum(axis=2).ravel()
+                lattice = np.zeros(columns.size) if levels is None else levels[columns]
+            else:  # one cell per level: each level's grid cell
+                columns, cells = np.array(m.queries.columns), np.array(m.queries.levels)
+                grid = probabilities.shape[1]
+                drawn = np.concatenate(
+                    [
+                        probabilities[c, level_bins(k, grid)]
+                        for c, k in zip(columns, cells, strict=True)
+                    ]
+                )
+                lattice = cells
+            chi2 = np.bincount(
+                m.groups, weights=((drawn - m.values) / m.std) ** 2, minlength=columns.size
+            )
+            if np.any(lattice):
                 held = m.queries.mass(support.points, support.prior_weights())
                 on_levels = np.bincount(
-                    m.groups, weights=((held - m.values) / m.std) ** 2, minlength=d
+                    m.groups, weights=((held - m.values) / m.std) ** 2, minlength=columns.size
                 )
-                chi2 = np.where(levels > 0, np.maximum(chi2, on_levels), chi2)
-            m = dataclasses.replace(m, tolerance=np.maximum(m.tolerance, chi2 / bins))
+                chi2 = np.where(lattice > 0, np.maximum(chi2, on_levels), chi2)
+            m = dataclasses.replace(m, tolerance=np.maximum(m.tolerance, chi2 / cells))
         out.append(m)
     return out
 
@@ -202,7 +222,10 @@ def _answer_bounds(
         return None
     z_prior = np.abs(a @ support.prior_weights() - z)
     cells = np.concatenate(
-        [np.full(m.values.size, isinstance(m.queries, HistogramBasis)) for m in found]
+        [
+            np.full(m.values.size, isinstance(m.queries, HistogramBasis | LevelHistogram))
+            for m in found
+        ]
     )
     return np.where(cells, np.maximum(bound, z_prior), bound)
 

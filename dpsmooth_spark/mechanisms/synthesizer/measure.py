@@ -28,11 +28,13 @@ from dpsmooth_spark.core.bounds import PublicBounds
 from dpsmooth_spark.core.chebyshev import (
     BasisSet,
     HistogramBasis,
+    LevelHistogram,
     ProjectionBasis,
     coarsen_histograms,
 )
 from dpsmooth_spark.core.factors import FactorPairs, copula_answers, copula_noise, spread_factors
 from dpsmooth_spark.core.kernel import ExactSums
+from dpsmooth_spark.core.marginals import level_counts, measured_per_level
 from dpsmooth_spark.core.subspace import SubspaceEstimate, private_subspace_iteration
 from dpsmooth_spark.mechanisms.stages import (
     add_noise,
@@ -64,11 +66,13 @@ def release_summary(
     rng: np.random.Generator,
     nullable: np.ndarray | None = None,
     lattice: np.ndarray | None = None,
+    nominal: np.ndarray | None = None,
 ) -> NoisySummary:
     """Spend the whole budget of ``accountant`` on the DP statistics of the mechanism
     (``nullable``: the columns declared nullable, whose null counts are measured; ``lattice``:
     levels per column, 0 continuous, from the config: no basis function that repeats lower ones
-    on a column's lattice is measured)."""
+    on a column's lattice is measured; ``nominal``: the categorical columns, whose levels have
+    no order)."""
     d = sums.d
     noisy_count = release_count(sums.count, params.count_fraction, accountant, noise)
 
@@ -89,6 +93,7 @@ def release_summary(
         plan.pooled,
         nullable,
         lattice,
+        nominal,
     )
     summary = replace(
         summary,
@@ -108,6 +113,7 @@ def release_summary(
                 summary.pooled_histogram,
                 summary.pooled_noise_std,
                 0 if summary.pooled_columns is None else summary.pooled_columns.size,
+                summary.histogram_cells(),
             ),
         )
     select_share, per_function = plan.selection, plan.per_function
@@ -338,23 +344,27 @@ def pooled_count(
     pooled: np.ndarray | None = None,
     pooled_std: float = 0.0,
     pooled_columns: int = 0,
+    cells: np.ndarray | None = None,
 ) -> float:
     """Inverse-variance mean of the noisy count and the total of each noisy histogram ``(d, B)``,
     and of the pooled histogram's total over its ``pooled_columns`` columns where one was measured.
 
     Every record lies in exactly one cell of each column's histogram, so each total is the count
-    plus the sum of ``B`` independent noise draws (std ``sqrt(B) cell_std``), independent of the
+    plus the sum of ``B`` independent noise draws (std ``sqrt(B) cell_std``; ``cells``: each
+    column's number of noisy cells where they differ, as for the per-level ones), independent of the
     count's noise and of the other columns': ``d + 1`` unbiased estimates of the same count.
     At epsilon 0.1 on 150 rows the count's noise alone has a std of 280 rows; pooled with five
     histograms, 65. The pooled histogram holds each record once per pooled column, so its total
     over ``m`` is one more (noise std ``sqrt(B) pooled_std / m``): where it is measured it takes
     most of the histograms' budget, and its total is the best of them. Post-processing only."""
     totals = histograms.sum(axis=1)
-    total_var = histograms.shape[1] * cell_std**2
-    if count_std <= 0 or total_var <= 0:
+    total_var = (
+        np.full(totals.size, histograms.shape[1]) if cells is None else cells
+    ) * cell_std**2
+    if count_std <= 0 or cell_std <= 0:
         return noisy_count
     estimates = np.concatenate([[noisy_count], totals])
-    weights = np.concatenate([[1.0 / count_std**2], np.full(totals.size, 1.0 / total_var)])
+    weights = np.concatenate([[1.0 / count_std**2], 1.0 / total_var])
     if pooled is not None and pooled_columns > 0 and pooled_std > 0:
         estimates = np.append(estimates, pooled.sum() / pooled_columns)
         weights = np.append(weights, pooled_columns**2 / (pooled.size * pooled_std**2))
@@ -373,40 +383,81 @@ def _release_marginals(
     pooled: bool,
     nullable: np.ndarray | None = None,
     lattice: np.ndarray | None = None,
+    nominal: np.ndarray | None = None,
 ) -> NoisySummary:
     """A summary holding the one-way marginals as noisy histograms of ``bins`` cells; with
     ``nullable`` columns each histogram has a null cell too (a record is still in exactly one
-    cell per column: the sensitivity is unchanged, docs/privacy.md 3c); where ``pooled``, with
-    the pooled histogram of the continuous columns (``lattice``: levels per column, 0
-    continuous) for ``params.pooled_fraction`` of ``budget`` (3f)."""
+    cell per column: the sensitivity is unchanged, docs/privacy.md 3c); a lattice column whose
+    levels would share a bin (``lattice``: levels per column, 0 continuous) has one cell per
+    level instead (:func:`core.marginals.measured_per_level`; ``nominal``: the categorical
+    ones, whose levels have no order), released with the others at the same noise; where
+    ``pooled``, with the pooled histogram of the continuous columns for
+    ``params.pooled_fraction`` of ``budget`` (3f)."""
     if sums.histograms is None:
         raise ValueError("the data pass did not compute the one-way histograms")
-    d = sums.histograms.shape[0]
+    d, cells = sums.histograms.shape
+    levels = np.zeros(d, dtype=np.int64) if lattice is None else np.asarray(lattice, np.int64)
+    nominal = np.zeros(d, dtype=bool) if nominal is None else np.asarray(nominal, dtype=bool)
+    per_level = np.array([measured_per_level(int(k), bins, cells) for k in levels], dtype=bool)
+    binned = np.flatnonzero(~per_level)
     counts = coarsen_histograms(sums.histograms, bins)
-    continuous = np.arange(d) if lattice is None else np.flatnonzero(np.asarray(lattice) < 2)
+    continuous = np.flatnonzero(levels < 2)
     pooled_budget = budget * params.pooled_fraction if pooled else 0.0
     budget -= pooled_budget
-    if nullable is not None and nullable.any():
-        if sums.nulls is None:
-            raise ValueError("the data pass did not count the nulls")
-        counts = np.hstack([counts, sums.nulls[:, None]])  # one more cell per column: null
-    noisy, scale = release_histograms(counts, budget, accountant, noise)
+    with_nulls = nullable is not None and nullable.any()
+    if with_nulls and sums.nulls is None:
+        raise ValueError("the data pass did not count the nulls")
+    # every column's cells (its bins or its levels, then its null cell where declared nullable)
+    # end to end: a record is in one cell of each column
+    parts = [
+        level_counts(sums.histograms[j], int(levels[j])) if per_level[j] else counts[j]
+        for j in range(d)
+    ]
+    if with_nulls and sums.nulls is not None:
+        parts = [np.append(part, sums.nulls[j]) for j, part in enumerate(parts)]
+    noisy_cells, scale = release_histograms(np.concatenate(parts), budget, accountant, noise, d)
+    split = np.split(noisy_cells, np.cumsum([part.size for part in parts])[:-1])
     null_counts = None
-    if noisy.shape[1] > bins and nullable is not None:
-        null_counts = np.where(nullable, noisy[:, bins], np.nan)
-        noisy = noisy[:, :bins]
+    if with_nulls and nullable is not None:
+        null_counts = np.where(nullable, [part[-1] for part in split], np.nan)
+        split = [part[:-1] for part in split]
     std = noise_std(scale, accountant)
     every = tuple(range(d))
+    measured = None if binned.size == d else tuple(binned.tolist())
     statistics = [
-        NoisyStatistic("histograms", "histograms", HistogramBasis(d, bins), noisy, std, every)
+        NoisyStatistic(
+            "histograms",
+            "histograms",
+            HistogramBasis(d, bins, measured),
+            np.array([split[j] for j in binned]).reshape(binned.size, bins),
+            std,
+            tuple(binned.tolist()),
+        )
     ]
+    if per_level.any():
+        columns = np.flatnonzero(per_level)
+        statistics.append(
+            NoisyStatistic(
+                "level_histograms",
+                "histograms",
+                LevelHistogram(
+                    d,
+                    tuple(columns.tolist()),
+                    tuple(levels[columns].tolist()),
+                    tuple(bool(not nominal[c]) for c in columns),
+                ),
+                np.concatenate([split[j] for j in columns]),
+                std,
+                tuple(columns.tolist()),
+            )
+        )
     if null_counts is not None:  # the histograms' null cells, released with them
         statistics.append(
             NoisyStatistic("null_counts", "histograms", None, null_counts, std, every)
         )
     if pooled:  # the value cells only: a null is not pooled
         pooled_counts, pooled_scale = release_pooled_histogram(
-            counts[continuous, :bins].sum(axis=0), continuous.size, pooled_budget, accountant, noise
+            counts[continuous].sum(axis=0), continuous.size, pooled_budget, accountant, noise
         )
         statistics.append(
             NoisyStatistic(

@@ -25,6 +25,7 @@ def sample_scaled(
         rng,
         herding_rows,
         independent=result.independent,
+        levels=result.summary.levels,
     )
 
 

@@ -17,6 +17,7 @@ from dpsmooth_spark.core.bounds import PublicBounds
 from dpsmooth_spark.core.chebyshev import (
     BasisSet,
     HistogramBasis,
+    LevelHistogram,
     ProjectionBasis,
     coarsen_histograms,
 )
@@ -32,8 +33,10 @@ from dpsmooth_spark.core.marginals import (
     correlation_from_covariance,
     histogram_density,
     lattice_density,
+    level_bins,
     max_entropy_correlation,
     nearest_psd,
+    ordered_level_density,
     shared_shape,
 )
 from dpsmooth_spark.core.sampling import snap_to_lattice
@@ -162,8 +165,33 @@ QUERY_CODECS: dict[str, tuple[type, Callable[[Any], dict[str, Any]], Callable[[A
     ),
     "histogram_cells": _codec(
         HistogramBasis,
-        lambda q: {"cells": "equal cells of [-1, 1] per column", "d": q.d, "bins": q.bins},
-        lambda s: HistogramBasis(int(s["d"]), int(s["bins"])),
+        lambda q: {
+            "cells": "equal cells of [-1, 1] per column",
+            "d": q.d,
+            "bins": q.bins,
+            **({} if q.columns is None else {"columns": list(q.columns)}),
+        },
+        lambda s: HistogramBasis(
+            int(s["d"]),
+            int(s["bins"]),
+            None if "columns" not in s else tuple(int(c) for c in s["columns"]),
+        ),
+    ),
+    "level_cells": _codec(
+        LevelHistogram,
+        lambda q: {
+            "cells": "one per level l of each lattice column: x_scaled = -1 + 2 l / (levels - 1)",
+            "d": q.d,
+            "columns": list(q.columns),
+            "levels": list(q.levels),
+            "ordered": list(q.ordered),
+        },
+        lambda s: LevelHistogram(
+            int(s["d"]),
+            tuple(int(c) for c in s["columns"]),
+            tuple(int(k) for k in s["levels"]),
+            tuple(bool(o) for o in s.get("ordered", ())),
+        ),
     ),
     "spread_factor_pairs": _codec(
         FactorPairs,
@@ -304,11 +332,48 @@ class NoisySummary:
             [np.zeros(0), *(np.full(s.values.size, s.noise_std) for s in self.of_kind("basis"))]
         )
 
-    @property
+    @cached_property
     def histograms(self) -> np.ndarray | None:
-        """``(d, B)`` one-way histogram counts plus noise (cells of [-1, 1])."""
+        """``(d, B)`` one-way histogram counts plus noise (cells of [-1, 1]); a column measured
+        per level (:attr:`level_histograms`) shows its level counts summed into the cells that
+        hold them (each such cell's noise is then that of its levels together)."""
         found = self._one("histograms")
-        return None if found is None else found.values
+        if found is None:
+            return None
+        bins = found.query.bins
+        out = np.zeros((self.bounds.d, bins))
+        out[found.query.measured] = found.values.reshape(-1, bins)
+        for column, counts in self.level_histograms.items():
+            np.add.at(out[column], level_bins(counts.size, bins), counts)
+        return out
+
+    @cached_property
+    def ordered_levels(self) -> frozenset[int]:
+        """The columns measured per level whose levels are ordered values (integers, dates)."""
+        found = self._one("level_histograms")
+        if found is None:
+            return frozenset()
+        return frozenset(
+            c for c, o in zip(found.query.columns, found.query.ordered, strict=True) if o
+        )
+
+    def histogram_cells(self) -> np.ndarray:
+        """``(d,)`` the noisy cells of each column's one-way histogram: its levels where it was
+        measured per level, else the histograms' ``B``."""
+        bins = 0 if self.histograms is None else self.histograms.shape[1]
+        found = self.level_histograms
+        return np.array([found[j].size if j in found else bins for j in range(self.bounds.d)])
+
+    @cached_property
+    def level_histograms(self) -> dict[int, np.ndarray]:
+        """Column -> its per-level counts plus noise, for the lattice columns measured per level
+        (:func:`core.marginals.measured_per_level`); their noise is the histograms'."""
+        found = self._one("level_histograms")
+        if found is None:
+            return {}
+        query = found.query
+        parts = np.split(found.values, query.offsets[1:-1])
+        return dict(zip(query.columns, parts, strict=True))
 
     @property
     def histogram_noise_std(self) -> float:
@@ -540,7 +605,8 @@ class NoisySummary:
 
     def marginal_density(self, column: int, cells: int) -> np.ndarray:
         """Column ``column``'s noisy histogram made a distribution on ``cells`` grid cells:
-        :func:`core.marginals.lattice_density` on a column of declared levels, else
+        :func:`core.marginals.lattice_density` on a column of declared levels (on its
+        per-level counts where it was measured per level), else
         :func:`core.marginals.histogram_density`, a histogram its noise swamps shrunk towards
         the shape the continuous columns share where it is clear: the pooled histogram where
         one was measured, else the other columns' mean (:func:`core.marginals.shared_shape`)."""
@@ -549,6 +615,14 @@ class NoisySummary:
         bins = histograms.shape[1]
         shares, std = histograms[column] / n, np.full(bins, self.histogram_noise_std / n)
         levels = 0 if self.levels is None else int(self.levels[column])
+        if column in self.level_histograms:
+            shares = self.level_histograms[column] / n
+            std = np.full(shares.size, self.histogram_noise_std / n)
+            if column in self.ordered_levels and levels > 2:
+                density = np.zeros(cells)
+                found = ordered_level_density(shares, std[0], bins, self.noise == "laplace")
+                np.add.at(density, level_bins(levels, cells), found)
+                return density / density.sum()
         if levels >= 2:
             return lattice_density(shares, std, cells, levels, laplace=self.noise == "laplace")
         if self.pooled_histogram is not None:
@@ -724,9 +798,10 @@ def measurements(
 ) -> list[Measurement]:
     """The summary's statistics as measurements for the fit (normalised by the noisy count).
 
-    One-way marginals (histograms, ``T_r(x_i)``) get ``marginal_tolerance``, relations 1.
-    Histograms are coarsened to at most ``joint_rows`` cells in all; a coarse cell's noise is
-    the sum of its cells' noise. Each answer is clipped to the range its function takes (a
+    One-way marginals (histograms, per-level histograms, ``T_r(x_i)``) get
+    ``marginal_tolerance``, relations 1. Histograms of equal cells are coarsened to at most
+    ``joint_rows`` cells in all (a coarse cell's noise is the sum of its cells' noise); a
+    per-level histogram keeps every level. Each answer is clipped to the range its function takes (a
     share to [0, 1], a Chebyshev product or direction term to [-1, 1]): the true answer lies in
     that range, so the clipped answer is never farther from it, and noise beyond the range
     cannot demand a relation that no table has. With ``modelled`` (:func:`modelled_pairs`), the
@@ -735,21 +810,36 @@ def measurements(
     """
     n = max(summary.noisy_count, 1.0)
     out = []
-    if summary.histograms is not None:
-        d, bins = summary.histograms.shape
+    d, histograms = summary.bounds.d, summary.histograms
+    measured = np.array([j for j in range(d) if j not in summary.level_histograms], np.int64)
+    if histograms is not None and measured.size:
+        bins = histograms.shape[1]
         keep = bins
-        while keep > 1 and d * keep > joint_rows:
+        while keep > 1 and measured.size * keep > joint_rows:
             keep //= 2
-        merged = coarsen_histograms(summary.histograms, keep)
+        merged = coarsen_histograms(histograms[measured], keep)
         std = summary.histogram_noise_std * np.sqrt(bins // keep) / n
         out.append(
             Measurement(
                 "histograms",
-                HistogramBasis(d, keep),
+                HistogramBasis(d, keep, None if measured.size == d else tuple(measured.tolist())),
                 np.clip(merged.ravel() / n, 0.0, 1.0),
                 std,
-                np.repeat(np.arange(d), keep),
-                np.full(d, marginal_tolerance),
+                np.repeat(np.arange(measured.size), keep),
+                np.full(measured.size, marginal_tolerance),
+            )
+        )
+    if summary.level_histograms:
+        columns = tuple(summary.level_histograms)
+        counts = list(summary.level_histograms.values())
+        out.append(
+            Measurement(
+                "level_histograms",
+                LevelHistogram(summary.bounds.d, columns, tuple(c.size for c in counts)),
+                np.clip(np.concatenate(counts) / n, 0.0, 1.0),
+                summary.histogram_noise_std / n,
+                np.repeat(np.arange(len(counts)), [c.size for c in counts]),
+                np.full(len(counts), marginal_tolerance),
             )
         )
     # A hub column's pair terms form one group whether they are Chebyshev products or on spread
