@@ -28,6 +28,7 @@ import scipy.sparse as sp
 
 from dpsmooth_spark.core.chebyshev import BasisSet, HistogramBasis, LevelHistogram, chebyshev_table
 from dpsmooth_spark.core.factors import FactorPairs
+from dpsmooth_spark.core.tables import ContingencyTables
 
 
 @dataclass(frozen=True)
@@ -163,7 +164,9 @@ def _factor_products(factors: FactorPairs, points: np.ndarray, scale: np.ndarray
 
 
 def _indicators(
-    cells: HistogramBasis | LevelHistogram, points: np.ndarray, scale: np.ndarray
+    cells: HistogramBasis | LevelHistogram | ContingencyTables,
+    points: np.ndarray,
+    scale: np.ndarray,
 ) -> _Sparse:
     rows = cells.cells_of(points)  # (C, m)
     c = points.shape[0]
@@ -200,7 +203,7 @@ class FunctionValues:
             block: _Products | _Sparse | _Dense | None = None
             if isinstance(queries, BasisSet):
                 block = _products(queries, points, scale)
-            elif isinstance(queries, HistogramBasis | LevelHistogram):
+            elif isinstance(queries, HistogramBasis | LevelHistogram | ContingencyTables):
                 block = _indicators(queries, points, scale)
             elif isinstance(queries, FactorPairs):
                 block = _factor_products(queries, points, scale)

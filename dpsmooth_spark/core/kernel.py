@@ -16,6 +16,7 @@ import numpy as np
 
 from dpsmooth_spark.core.bounds import scale_to_unit
 from dpsmooth_spark.core.chebyshev import BasisSet, chebyshev_table, design_column, histogram_cell
+from dpsmooth_spark.core.tables import ContingencyTables
 
 FRACTION_BITS = 16
 """Fixed-point resolution of a Chebyshev value: products are integers below 2**32."""
@@ -73,6 +74,8 @@ class ExactSums:
         nulls: ``(d,)`` int64 null counts per column, over the rows with a null in a column
             declared nullable (``None``: not computed).
         rows_null: rows with such a null (in ``histograms`` and ``nulls``, not in ``gram``).
+        tables: ``(cells,)`` int64 counts of the rows without a null in the cells of the pass's
+            contingency tables (``PassSpec.tables``; ``None``: not computed).
     """
 
     degree: int
@@ -86,6 +89,7 @@ class ExactSums:
     histograms: np.ndarray | None = None
     nulls: np.ndarray | None = None
     rows_null: int = 0
+    tables: np.ndarray | None = None
 
     @classmethod
     def zero(
@@ -95,6 +99,7 @@ class ExactSums:
         tensor_degree: int = 0,
         histogram_cells: int = 0,
         null_cells: bool = False,
+        table_cells: int = 0,
     ) -> ExactSums:
         """The neutral element of :meth:`merge`."""
         size = 1 + d * degree
@@ -108,6 +113,7 @@ class ExactSums:
             tensor=tensor,
             histograms=histograms,
             nulls=np.zeros(d, dtype=np.int64) if null_cells else None,
+            tables=np.zeros(table_cells, dtype=np.int64) if table_cells else None,
         )
 
     @property
@@ -137,6 +143,7 @@ class ExactSums:
             else self.histograms + other.histograms,
             None if self.nulls is None or other.nulls is None else self.nulls + other.nulls,
             self.rows_null + other.rows_null,
+            None if self.tables is None or other.tables is None else self.tables + other.tables,
         )
 
     def tensor_sums(self) -> np.ndarray:
@@ -194,6 +201,7 @@ class PassSpec:
         null_cells: count each column's nulls (a batch then comes with its null mask; a row with
             a null in a column declared nullable enters the histograms and the null counts, not
             the other sums).
+        tables: count the rows in these contingency tables' cells (``None`` skips it).
     """
 
     degree: int = 1
@@ -201,6 +209,7 @@ class PassSpec:
     grid_points: int | None = None
     histogram_cells: int = 0
     null_cells: bool = False
+    tables: ContingencyTables | None = None
 
 
 def snap_to_grid(x: np.ndarray, points: int) -> np.ndarray:
@@ -265,6 +274,7 @@ def partial_sums(
     cells = spec.histogram_cells
     histograms = np.zeros(d * cells, dtype=np.int64) if cells else None
     nulls = np.zeros(d, dtype=np.int64) if spec.null_cells else None
+    tables = None if spec.tables is None else np.zeros(spec.tables.size, dtype=np.int64)
     seen = invalid = clamped = rows_null = 0
     for item in batches:
         batch, mask = item if isinstance(item, tuple) else (item, None)
@@ -291,6 +301,8 @@ def partial_sums(
         invalid += bad
         clamped += outside
         x = scale_to_unit(batch, lower, upper)
+        if tables is not None and spec.tables is not None:
+            tables += spec.tables.counts(x)
         if spec.grid_points is not None:
             x = snap_to_grid(x, spec.grid_points)
         for start in range(0, x.shape[0], GEMM_CHUNK_ROWS):
@@ -317,4 +329,5 @@ def partial_sums(
         None if histograms is None else histograms.reshape(d, cells),
         nulls,
         rows_null,
+        tables,
     )

@@ -97,6 +97,22 @@ def release_histograms(
     return _release(counts, sens, budget, "histograms", accountant, noise)
 
 
+def release_tables(
+    counts: np.ndarray,
+    tables: int,
+    budget: float,
+    accountant: PrivacyAccountant,
+    noise: NoiseSource,
+) -> tuple[np.ndarray, float]:
+    """The cells of ``tables`` contingency tables laid end to end plus noise for ``budget`` (L1
+    sensitivity ``tables``, L2 ``sqrt(tables)``: a record is in one cell of each table);
+    returns (noisy counts, scale)."""
+    sens = (
+        sensitivity.histograms_l1(tables) if accountant.pure else sensitivity.histograms_l2(tables)
+    )
+    return _release(counts, sens, budget, "tables", accountant, noise)
+
+
 def release_pooled_histogram(
     counts: np.ndarray,
     columns: int,

@@ -115,7 +115,10 @@ class Synthesizer:
             )
             codec = resolved_codec(self.columns, provisional, found, data.schema)
         bounds, nullable = codec.bounds(), codec.null_columns
-        spec = replace(self.params.pass_spec(bounds.d), null_cells=bool(nullable.any()))
+        spec = replace(
+            self.params.pass_spec(bounds.d, codec.lattice(), codec.nominal()),
+            null_cells=bool(nullable.any()),
+        )
         sums = partial_sums([codec.encode_with_nulls(data)], bounds.lower, bounds.upper, spec)
         check_rows(  # a refusal publishes nothing, so the domains' noise was never released
             sums.rows_seen, sums.rows_invalid, sums.rows_clamped, sums.count, self.on_invalid

@@ -41,7 +41,10 @@ def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
     nullable = run.codec.null_columns
     if run.previous is None:
         sums = run.exact_sums(
-            replace(params.pass_spec(run.bounds.d), null_cells=bool(nullable.any()))
+            replace(
+                params.pass_spec(run.bounds.d, run.codec.lattice(), run.codec.nominal()),
+                null_cells=bool(nullable.any()),
+            )
         )
         accountant = run.new_accountant()
         with run.log.stage("noise and private PCA"):

@@ -24,7 +24,8 @@ from dpsmooth_spark.spark.session import default_parallelism
 
 RESULT_SCHEMA = (
     "gram_hi binary, gram_lo binary, tensor_hi binary, tensor_lo binary, histograms binary, "
-    "nulls binary, rows_seen long, rows_invalid long, rows_clamped long, rows_null long"
+    "nulls binary, tables binary, rows_seen long, rows_invalid long, rows_clamped long, "
+    "rows_null long"
 )
 """One (partial) result: each exact integer ``v`` of the Gram matrix and the tensor sums travels as
 two int64 limbs with ``v = hi * 2**LIMB_BITS + lo``. A task's limbs lie below 2**32 in magnitude,
@@ -32,7 +33,7 @@ so adding the limbs of up to 2**31 results in int64 is exact, in any order."""
 LIMB_BITS = 32
 MERGE_GROUPS = 64
 """The per-task results are merged in this many groups on the executors, then on the driver."""
-_LIMB_COLUMNS = ("gram_hi", "gram_lo", "tensor_hi", "tensor_lo", "histograms", "nulls")
+_LIMB_COLUMNS = ("gram_hi", "gram_lo", "tensor_hi", "tensor_lo", "histograms", "nulls", "tables")
 _COUNTERS = ("rows_seen", "rows_invalid", "rows_clamped", "rows_null")
 
 
@@ -89,6 +90,7 @@ def _result_batch(sums: ExactSums) -> pa.RecordBatch:
     tensor_hi, tensor_lo = _limbs(sums.tensor)
     histograms = b"" if sums.histograms is None else sums.histograms.astype(np.int64).tobytes()
     nulls = b"" if sums.nulls is None else sums.nulls.astype(np.int64).tobytes()
+    tables = b"" if sums.tables is None else sums.tables.astype(np.int64).tobytes()
     return pa.RecordBatch.from_pydict(
         {
             "gram_hi": [gram_hi],
@@ -97,6 +99,7 @@ def _result_batch(sums: ExactSums) -> pa.RecordBatch:
             "tensor_lo": [tensor_lo],
             "histograms": [histograms],
             "nulls": [nulls],
+            "tables": [tables],
             "rows_seen": [sums.rows_seen],
             "rows_invalid": [sums.rows_invalid],
             "rows_clamped": [sums.rows_clamped],
@@ -132,7 +135,12 @@ def _merge_results(results: DataFrame, d: int, spec: PassSpec) -> ExactSums:
     merged = _merge_table(grouped.applyInArrow(_merge_table, RESULT_SCHEMA).toArrow())
     if not merged.column("gram_hi")[0].as_py():
         return ExactSums.zero(
-            d, spec.degree, spec.tensor_degree, spec.histogram_cells, spec.null_cells
+            d,
+            spec.degree,
+            spec.tensor_degree,
+            spec.histogram_cells,
+            spec.null_cells,
+            0 if spec.tables is None else spec.tables.size,
         )
     size = 1 + d * spec.degree
     row = {name: merged.column(name)[0].as_py() for name in merged.column_names}
@@ -143,6 +151,9 @@ def _merge_results(results: DataFrame, d: int, spec: PassSpec) -> ExactSums:
         else None
     )
     nulls = np.frombuffer(row["nulls"], dtype=np.int64).copy() if spec.null_cells else None
+    tables = (
+        np.frombuffer(row["tables"], dtype=np.int64).copy() if spec.tables is not None else None
+    )
     return ExactSums(
         spec.degree,
         d,
@@ -155,6 +166,7 @@ def _merge_results(results: DataFrame, d: int, spec: PassSpec) -> ExactSums:
         histograms,
         nulls,
         row["rows_null"],
+        tables,
     )
 
 
@@ -316,7 +328,12 @@ def exact_sums_arrow(
 
     if not units:
         return ExactSums.zero(
-            bounds.d, spec.degree, spec.tensor_degree, spec.histogram_cells, spec.null_cells
+            bounds.d,
+            spec.degree,
+            spec.tensor_degree,
+            spec.histogram_cells,
+            spec.null_cells,
+            0 if spec.tables is None else spec.tables.size,
         )
     tasks = max(1, min(len(units), default_parallelism(spark) * 4))
     plan = spark.createDataFrame(units, "file string, row_group int").repartition(tasks)

@@ -18,6 +18,7 @@ import yaml
 from dpsmooth_spark.config import parse_config, resolve_paths
 from dpsmooth_spark.core.bounds import PublicBounds
 from dpsmooth_spark.core.kernel import PassSpec, partial_sums
+from dpsmooth_spark.core.tables import table_pairs
 from dpsmooth_spark.pipeline.evaluate import run_evaluate
 from dpsmooth_spark.pipeline.summarize import run_summarize
 from dpsmooth_spark.pipeline.synthesize import run_synthesize
@@ -51,7 +52,9 @@ def test_data_pass_through_connect_is_exact(spark, remote, wdbc_table, wdbc_boun
     """Both readers (DataFrame + mapInArrow, and pyarrow in the tasks) through Connect give the
     exact integer sums of a plain numpy pass."""
     bounds = PublicBounds.from_mapping(wdbc_bounds)
-    spec = PassSpec(2, histogram_cells=64)
+    label = np.array([c == "malignant" for c in bounds.columns])
+    tables = table_pairs(np.where(label, 2, 0), label)  # every column against the 0/1 label
+    spec = PassSpec(2, histogram_cells=64, tables=tables)
     x = np.column_stack([wdbc_table[c].to_numpy().astype(float) for c in bounds.columns])
     expected = partial_sums([x], bounds.lower, bounds.upper, spec)
     path = str(ROOT / "data" / "wdbc.parquet")
@@ -59,6 +62,7 @@ def test_data_pass_through_connect_is_exact(spark, remote, wdbc_table, wdbc_boun
     for sums in (exact_sums(df, bounds, spec), exact_sums_arrow(remote, path, bounds, spec)):
         assert (sums.gram == expected.gram).all()
         assert (sums.histograms == expected.histograms).all()
+        np.testing.assert_array_equal(sums.tables, expected.tables)
         assert (sums.rows_seen, sums.count) == (569, 569)
     assert default_parallelism(remote) == 2  # the server's local[2], counted through Connect
 

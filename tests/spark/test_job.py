@@ -16,6 +16,7 @@ import pytest
 from dpsmooth_spark.config import parse_config
 from dpsmooth_spark.core.bounds import PublicBounds
 from dpsmooth_spark.core.kernel import PassSpec, partial_sums
+from dpsmooth_spark.core.tables import table_pairs
 from dpsmooth_spark.pipeline.synthesize import InvalidDataError, run_synthesize
 from dpsmooth_spark.spark.data_pass import exact_sums
 from dpsmooth_spark.spark.io import InputError, OutputExistsError, read_table
@@ -53,8 +54,12 @@ def test_data_pass_is_exact_and_independent_of_partitioning(spark, wdbc_table, w
     lower = np.array([b[0] for b in wdbc_bounds.values()])
     upper = np.array([b[1] for b in wdbc_bounds.values()])
     local = np.column_stack([wdbc_table[c].to_numpy().astype(float) for c in columns])
-    spec = PassSpec(2, histogram_cells=16)
+    label = np.array([c == "malignant" for c in columns])
+    tables = table_pairs(np.where(label, 2, 0), label)  # every column against the 0/1 label
+    spec = PassSpec(2, histogram_cells=16, tables=tables)
     expected = partial_sums([local], lower, upper, spec)
+    assert tables is not None and expected.tables is not None
+    assert expected.tables.sum() == 569 * (len(columns) - 1)
     # the histograms against numpy's own count of the clamped, scaled values (top edge closed)
     scaled = np.clip(2 * (local - lower) / (upper - lower) - 1, -1, 1)
     numpy_counts = np.array(
@@ -66,6 +71,7 @@ def test_data_pass_is_exact_and_independent_of_partitioning(spark, wdbc_table, w
         got = exact_sums(df.repartition(parts), PublicBounds.from_mapping(wdbc_bounds), spec)
         assert (got.gram == expected.gram).all()
         np.testing.assert_array_equal(got.histograms, expected.histograms)
+        np.testing.assert_array_equal(got.tables, expected.tables)
         assert got.rows_seen == 569 and got.rows_invalid == 0
 
 

@@ -486,3 +486,62 @@ def test_level_histogram_audit():
         assert (bound > 1.0) == expect_above, bound
         if not expect_above:
             assert bound > 0.7, bound  # not vacuous
+
+
+def test_contingency_table_audit():
+    """The contingency tables (privacy.md 3g) with epsilon = 1, through ``release_summary`` as
+    a release runs it: two categories (4 and 3 values) have one table, measured without a
+    selection; the added record moves one of its 12 cells by 1, the L1 sensitivity of one
+    table."""
+    from dpsmooth_spark.core.tables import table_pairs
+
+    bounds = PublicBounds.from_mapping({"a": (0.0, 3.0), "b": (0.0, 2.0)})
+    params = SynthesizerParams(
+        basis="marginal",
+        degree=1,
+        candidate_strategy="moments",
+        count_fraction=0.2,
+        marginal_fraction=0.5,
+        table_fraction=0.5,
+        candidates=10,
+    )
+    epsilon = 1.0 / (0.8 * 0.5 * 0.5)  # the tables' share is 1
+    rng = np.random.default_rng(0)
+    base = np.column_stack([rng.integers(0, 3, 2000), rng.integers(0, 2, 2000)]).astype(float)
+    neighbour = np.vstack([base, [[3.0, 2.0]]])
+    lattice, nominal = np.array([4, 3]), np.array([True, True])
+    tables = table_pairs(lattice, nominal)
+    spec = params.pass_spec(bounds.d, lattice, nominal)
+
+    def outputs(table, factor, seed):
+        sums = partial_sums([table], bounds.lower, bounds.upper, spec)
+        noise = RecordingNoise(np.random.default_rng(seed), factor)
+        runs = []
+        for _ in range(RUNS // 2):
+            noise.log.clear()
+            accountant = PrivacyAccountant(epsilon)
+            summary = release_summary(
+                sums,
+                bounds,
+                params,
+                accountant,
+                noise,
+                np.random.default_rng(0),
+                None,
+                lattice,
+                nominal,
+            )
+            runs.append(noise.log[2])  # count, histograms, tables, basis sums
+        assert summary.tables is not None and summary.tables.query == tables
+        charge = next(c for c in accountant.charges if c.stage == "tables")
+        assert charge.sensitivity == 1.0 and charge.epsilon == pytest.approx(1.0)
+        return np.array(runs), sums.tables.astype(float)
+
+    for factor, expect_above in ((1.0, False), (0.5, True)):
+        out_d, truth_d = outputs(base, factor, 71)
+        out_p, truth_p = outputs(neighbour, factor, 72)
+        assert (truth_p - truth_d).sum() == 1 and truth_p[-1] - truth_d[-1] == 1
+        bound = audit(out_d, out_p, truth_d, truth_p)
+        assert (bound > 1.0) == expect_above, bound
+        if not expect_above:
+            assert bound > 0.7, bound  # not vacuous

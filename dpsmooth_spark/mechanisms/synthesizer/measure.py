@@ -36,6 +36,7 @@ from dpsmooth_spark.core.factors import FactorPairs, copula_answers, copula_nois
 from dpsmooth_spark.core.kernel import ExactSums
 from dpsmooth_spark.core.marginals import level_counts, measured_per_level
 from dpsmooth_spark.core.subspace import SubspaceEstimate, private_subspace_iteration
+from dpsmooth_spark.core.tables import ContingencyTables, independent_tables, table_pairs
 from dpsmooth_spark.mechanisms.stages import (
     add_noise,
     noise_std,
@@ -43,6 +44,7 @@ from dpsmooth_spark.mechanisms.stages import (
     release_count,
     release_histograms,
     release_pooled_histogram,
+    release_tables,
     select_top_k,
 )
 from dpsmooth_spark.mechanisms.synthesizer.params import (
@@ -51,7 +53,7 @@ from dpsmooth_spark.mechanisms.synthesizer.params import (
     first_pairs,
     per_function_noise,
 )
-from dpsmooth_spark.mechanisms.synthesizer.plan import plan_budget, psi_sensitivity
+from dpsmooth_spark.mechanisms.synthesizer.plan import BudgetPlan, plan_budget, psi_sensitivity
 from dpsmooth_spark.mechanisms.synthesizer.summary import NoisyStatistic, NoisySummary
 from dpsmooth_spark.privacy.accountant import PrivacyAccountant
 from dpsmooth_spark.privacy.noise import NoiseSource
@@ -77,7 +79,9 @@ def release_summary(
     noisy_count = release_count(sums.count, params.count_fraction, accountant, noise)
 
     cells = params.marginal_cells if sums.histograms is None else sums.histograms.shape[1]
-    plan = plan_budget(params, bounds.columns, noisy_count, accountant, cells, lattice)
+    counted = None if sums.tables is None else table_pairs(lattice, nominal)
+    pairs = 0 if counted is None else len(counted.pairs)
+    plan = plan_budget(params, bounds.columns, noisy_count, accountant, cells, lattice, pairs)
     anchors = tuple(bounds.columns.index(c) for c in params.pair_columns)
     basis, selected, picks, share = plan.basis, plan.selected, plan.picks, plan.relations
 
@@ -115,6 +119,10 @@ def release_summary(
                 0 if summary.pooled_columns is None else summary.pooled_columns.size,
                 summary.histogram_cells(),
             ),
+        )
+    if plan.tables and sums.tables is not None and counted is not None:
+        summary = summary.with_statistics(
+            _measure_tables(sums.tables, counted, summary, plan, accountant, noise)
         )
     select_share, per_function = plan.selection, plan.per_function
     if basis.size:
@@ -334,6 +342,49 @@ def _split_factor_pairs(
     )
     rest = BasisSet(basis.d, basis.degree, indices[~first])
     return rest, FactorPairs(coefficients, pairs)
+
+
+def _measure_tables(
+    exact: np.ndarray,
+    counted: ContingencyTables,
+    summary: NoisySummary,
+    plan: BudgetPlan,
+    accountant: PrivacyAccountant,
+    noise: NoiseSource,
+) -> NoisyStatistic:
+    """``plan.tables`` of the contingency tables the data pass ``counted`` (``exact``: their
+    cells), with noise (stage ``tables``; docs/privacy.md 3g). Where it counted more, they are
+    picked by noisy top-k (stage ``table_selection``) on how far each table is from independent
+    columns under the private marginals, ``|N - n~ p_i p_j^T|_1``, less the L1 norm its noise
+    is expected to have: a record moves each score by at most 1."""
+    k = plan.tables
+    chosen = np.arange(len(counted.pairs))
+    measure = plan.table_share - plan.table_selection
+    sens = float(k) if accountant.pure else float(np.sqrt(k))
+    if k < len(counted.pairs):
+        n = max(summary.noisy_count, 1.0)
+        model = n * independent_tables(counted, summary.table_marginals(counted))
+        scale = accountant.noise_scale(sens, accountant.share(measure))
+        expected = scale * (1.0 if accountant.pure else np.sqrt(2.0 / np.pi))
+        distance = np.add.reduceat(np.abs(exact - model), counted.offsets[:-1])
+        chosen = np.sort(
+            select_top_k(
+                distance - expected * counted.sizes,
+                k,
+                1.0,
+                accountant.share(plan.table_selection),
+                accountant,
+                noise,
+                "table_selection",
+            )
+        )
+    picked = counted.with_pairs(chosen)
+    cells = np.concatenate(
+        [exact[counted.offsets[c] : counted.offsets[c + 1]] for c in chosen]
+    ).astype(np.float64)
+    noisy, scale = release_tables(cells, k, accountant.share(measure), accountant, noise)
+    columns = tuple(sorted({c for pair in picked.pairs for c in pair}))
+    return NoisyStatistic("tables", "tables", picked, noisy, noise_std(scale, accountant), columns)
 
 
 def pooled_count(

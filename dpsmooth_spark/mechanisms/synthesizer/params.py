@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from dpsmooth_spark.core.chebyshev import BasisSet
 from dpsmooth_spark.core.kernel import PassSpec
+from dpsmooth_spark.core.tables import table_pairs
 from dpsmooth_spark.privacy import sensitivity
 from dpsmooth_spark.privacy.accountant import PrivacyAccountant
 
@@ -184,6 +185,22 @@ class SynthesizerParams(BaseModel):
             "on, off, or auto (from 50 columns, where the model explains the measured pairs)."
         ),
     )
+    contingency_tables: Literal["auto", "off"] = Field(
+        default="auto",
+        description=(
+            "Measure the two-way contingency tables of the pairs with a categorical column that a "
+            "private selection picks (auto), or none (off)."
+        ),
+    )
+    table_fraction: float = Field(
+        default=0.5,
+        gt=0.0,
+        lt=1.0,
+        description=(
+            "Share of the relations' budget that the contingency tables get, where any can be "
+            "measured."
+        ),
+    )
     hub_means: bool = Field(
         default=True,
         description=(
@@ -268,10 +285,16 @@ class SynthesizerParams(BaseModel):
             return max(own, self.factor_degree)
         return max(own, min(MAX_FACTOR_DEGREE, (FACTOR_DESIGN_COLUMNS - 1) // max(d, 1)))
 
-    def pass_spec(self, d: int) -> PassSpec:
-        """What the data pass computes for this mechanism on ``d`` columns: the Gram matrix and
-        the histograms."""
-        return PassSpec(self.data_pass_degree(d), histogram_cells=self.marginal_cells)
+    def pass_spec(
+        self, d: int, lattice: np.ndarray | None = None, nominal: np.ndarray | None = None
+    ) -> PassSpec:
+        """What the data pass computes for this mechanism on ``d`` columns: the Gram matrix, the
+        histograms and, with ``contingency_tables: auto``, the tables of the pairs with a
+        nominal column (``lattice``: levels per column; ``nominal``: the categorical ones)."""
+        tables = table_pairs(lattice, nominal) if self.contingency_tables == "auto" else None
+        return PassSpec(
+            self.data_pass_degree(d), histogram_cells=self.marginal_cells, tables=tables
+        )
 
 
 MAX_FACTOR_DEGREE = 16

@@ -36,6 +36,10 @@ class BudgetPlan:
         basis: the Chebyshev products (and first-order pairs) chosen up front.
         selected: first-order pairs the pair selection adds.
         picks: anchor pairs picked privately where the anchor pairs are too noisy to measure.
+        tables: contingency tables measured (picked privately where fewer than the pairs the
+            data pass counted).
+        table_share: share of the tables, their selection included.
+        table_selection: share of the tables' noisy top-k (part of ``table_share``).
         count: share of the noisy count.
         marginals: share of the one-way histograms (with the pooled histogram's, if any).
         pooled: whether the pooled histogram is measured (``pooled_fraction`` of ``marginals``).
@@ -51,6 +55,9 @@ class BudgetPlan:
     basis: BasisSet
     selected: int
     picks: int
+    tables: int
+    table_share: float
+    table_selection: float
     count: float
     marginals: float
     pooled: bool
@@ -75,6 +82,8 @@ class BudgetPlan:
             "anchor_pairs": self.relations * (1.0 - ANCHOR_PICK_SELECTION) if self.picks else 0.0,
             "psi": self.psi,
             "directions": self.directions,
+            "table_selection": self.table_selection,
+            "tables": self.table_share - self.table_selection,
         }
         return {
             "shares": {k: float(v) for k, v in shares.items() if v > 0},
@@ -82,6 +91,7 @@ class BudgetPlan:
             "basis_functions": self.basis.size,
             "selected_pairs": self.selected,
             "anchor_picks": self.picks,
+            "contingency_tables": self.tables,
             "histogram_cells": self.histogram_cells,
         }
 
@@ -93,14 +103,21 @@ def plan_budget(
     accountant: PrivacyAccountant,
     cells: int,
     lattice: np.ndarray | None = None,
+    table_pairs: int = 0,
 ) -> BudgetPlan:
     """The release's plan from public values: the config (``params``), the column names, the
-    data pass's histogram ``cells``, the ``lattice`` levels per column (0 continuous) and the
-    noisy count. ``accountant`` converts shares to noise scales; nothing is charged."""
+    data pass's histogram ``cells``, the ``lattice`` levels per column (0 continuous), the number
+    of pairs the data pass counted contingency tables for and the noisy count. ``accountant``
+    converts shares to noise scales; nothing is charged."""
     d = len(columns)
     rest = 1.0 - params.count_fraction
     anchors = tuple(columns.index(c) for c in params.pair_columns)
-    share = rest * (1.0 - params.marginal_fraction)
+    relations = rest * (1.0 - params.marginal_fraction)
+    tables = affordable_tables(
+        params, table_pairs, d, noisy_count, accountant, relations * params.table_fraction
+    )
+    table_share = relations * params.table_fraction if tables else 0.0
+    share = relations - table_share
     basis = choose_basis(
         params, d, noisy_count, accountant, accountant.share(share), anchors, lattice
     )
@@ -116,7 +133,7 @@ def plan_budget(
             else "moments"
         )
     extra = params.psi_fraction + params.directions_fraction if strategy == "psi" else 0.0
-    basis_share = rest * (1.0 - params.marginal_fraction) - extra
+    basis_share = share - extra
     picks = 0  # every anchor pair too noisy to measure: a few of them picked and measured instead
     if anchors and basis.size == 0 and not selected and basis_share > 0:
         anchor_pairs = (
@@ -125,8 +142,10 @@ def plan_budget(
         picks = pickable_anchor_pairs(
             params, anchor_pairs, noisy_count, accountant, accountant.share(basis_share)
         )
-    if basis.size == 0 and not selected and not picks:
+    if basis.size == 0 and not selected and not picks and not tables:
         marginal_share, share = rest - extra, 0.0
+    elif basis.size == 0 and not selected and not picks:  # the tables' share only
+        marginal_share, share = rest - extra - table_share, 0.0
     else:
         marginal_share, share = rest * params.marginal_fraction, basis_share
     if share < 0 or marginal_share <= 0:
@@ -156,6 +175,9 @@ def plan_budget(
         basis=basis,
         selected=selected,
         picks=picks,
+        tables=tables,
+        table_share=table_share,
+        table_selection=(table_share * params.selection_fraction if tables < table_pairs else 0.0),
         count=params.count_fraction,
         marginals=marginal_share,
         pooled=pooled,
@@ -166,6 +188,36 @@ def plan_budget(
         psi=params.psi_fraction if strategy == "psi" else 0.0,
         directions=params.directions_fraction if strategy == "psi" else 0.0,
     )
+
+
+TABLE_NOISE_TARGET = 0.005
+""":func:`affordable_tables` measures as many contingency tables as keep each cell's noise, as a
+share of the noisy count, at most this."""
+
+
+def affordable_tables(
+    params: SynthesizerParams,
+    pairs: int,
+    d: int,
+    noisy_count: float,
+    accountant: PrivacyAccountant,
+    share: float,
+) -> int:
+    """How many of the ``pairs`` whose tables the data pass counted a release measures with
+    ``share`` of the budget (public values only): the most, up to ``d - 1`` (a tree over the
+    columns, as MST measures), whose cells' noise stays within :data:`TABLE_NOISE_TARGET` of
+    the noisy count (a table's cells have L1 sensitivity 1, L2 1: ``k`` tables ``k`` and
+    ``sqrt(k)``); the selection's share (``selection_fraction``) is set aside where fewer than
+    ``pairs`` are measured. 0 without pairs or with ``contingency_tables: off``."""
+    if not pairs or params.contingency_tables == "off" or share <= 0:
+        return 0
+    for k in range(min(pairs, max(d - 1, 1)), 0, -1):
+        spend = share * (1.0 - params.selection_fraction) if k < pairs else share
+        sens = float(k) if accountant.pure else math.sqrt(k)
+        scale = accountant.noise_scale(sens, accountant.share(spend))
+        if noise_std(scale, accountant) <= TABLE_NOISE_TARGET * max(noisy_count, 1.0):
+            return k
+    return 0
 
 
 PSI_NOISE_TARGET = 0.05

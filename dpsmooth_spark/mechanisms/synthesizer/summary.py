@@ -41,6 +41,7 @@ from dpsmooth_spark.core.marginals import (
 )
 from dpsmooth_spark.core.sampling import snap_to_lattice
 from dpsmooth_spark.core.subspace import SubspaceEstimate
+from dpsmooth_spark.core.tables import ContingencyTables
 from dpsmooth_spark.mechanisms.synthesizer.params import (
     DENOISE_MIN_COLUMNS,
     SynthesizerParams,
@@ -191,6 +192,23 @@ QUERY_CODECS: dict[str, tuple[type, Callable[[Any], dict[str, Any]], Callable[[A
             tuple(int(c) for c in s["columns"]),
             tuple(int(k) for k in s["levels"]),
             tuple(bool(o) for o in s.get("ordered", ())),
+        ),
+    ),
+    "contingency_tables": _codec(
+        ContingencyTables,
+        lambda q: {
+            "cells": "joint cells of each pair: a column's levels (levels > 0) or equal cells of "
+            "[-1, 1]; row-major, the pair's first column first",
+            "d": q.d,
+            "pairs": [list(p) for p in q.pairs],
+            "column_cells": list(q.cells),
+            "levels": list(q.levels),
+        },
+        lambda s: ContingencyTables(
+            int(s["d"]),
+            tuple((int(i), int(j)) for i, j in s["pairs"]),
+            tuple(int(c) for c in s["column_cells"]),
+            tuple(int(v) for v in s["levels"]),
         ),
     ),
     "spread_factor_pairs": _codec(
@@ -356,6 +374,29 @@ class NoisySummary:
         return frozenset(
             c for c, o in zip(found.query.columns, found.query.ordered, strict=True) if o
         )
+
+    @property
+    def tables(self) -> NoisyStatistic | None:
+        """The contingency tables measured (query :class:`core.tables.ContingencyTables`, noisy
+        cell counts), or ``None``."""
+        return self._one("tables")
+
+    def table_marginals(self, tables: ContingencyTables) -> list[np.ndarray]:
+        """Per column, its private marginal on its cells in ``tables`` (empty where it is in
+        none): its levels' masses, or its marginal on the grid summed into the table's equal
+        cells."""
+        grid = 256
+        out = []
+        for column, (cells, levels) in enumerate(zip(tables.cells, tables.levels, strict=True)):
+            if not cells:
+                out.append(np.zeros(0))
+                continue
+            density = self.marginal_density(column, grid)
+            if levels:
+                out.append(density[level_bins(levels, grid)])
+            else:
+                out.append(density.reshape(cells, -1).sum(axis=1))
+        return out
 
     def histogram_cells(self) -> np.ndarray:
         """``(d,)`` the noisy cells of each column's one-way histogram: its levels where it was
@@ -660,6 +701,8 @@ class NoisySummary:
         rows = [np.flatnonzero(row) for row in self.basis.indices if np.count_nonzero(row) >= 2]
         if self.factor_pairs is not None and self.factor_sums is not None:
             rows += list(self.factor_pairs.pairs)
+        if self.tables is not None:
+            rows += [np.array(pair) for pair in self.tables.query.pairs]
         for cols in rows:
             covered[np.ix_(cols, cols)] = True
         return covered
@@ -840,6 +883,20 @@ def measurements(
                 summary.histogram_noise_std / n,
                 np.repeat(np.arange(len(counts)), [c.size for c in counts]),
                 np.full(len(counts), marginal_tolerance),
+            )
+        )
+    tables = summary.tables
+    if tables is not None and tables.values.size:
+        query = tables.query
+        out.append(
+            Measurement(
+                "tables",
+                query,
+                np.clip(tables.values / n, 0.0, 1.0),
+                tables.noise_std / n,
+                np.repeat(np.arange(len(query.pairs)), query.sizes),
+                np.ones(len(query.pairs)),
+                relations=np.ones(len(query.pairs), dtype=bool),
             )
         )
     # A hub column's pair terms form one group whether they are Chebyshev products or on spread
