@@ -19,6 +19,7 @@ COMMANDS = {
     "units": "benchmarks.units",  # person-level releases: fidelity, the bounded pass's cost
     "wide": "benchmarks.wide",  # 100-300 columns: factor tables vs independent columns and MST
     "domains": "benchmarks.domains",  # auto bounds (DP quantiles), auto values (selection)
+    "levels": "benchmarks.levels",  # a 10,000-value category on 10^6 rows
     "results": "benchmarks.results",  # docs/results.md's fidelity table from its JSON
 }
 

@@ -185,10 +185,40 @@ class ColumnConfig(_Strict):
             "values DP partition selection finds (needs privacy.delta > 0 and other)."
         ),
     )
+    values_file: str | None = Field(
+        default=None,
+        description=(
+            "A file of the public values of a categorical column, one per line (for long lists; "
+            "read as strings, cast to the column's type); instead of values."
+        ),
+    )
     other: StrictInt | StrictStr | None = Field(
         default=None,
         description="With values: auto, the value that every value not found stands for.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _values_from_file(cls, data: Any) -> Any:
+        """``values_file``: its lines (blank ones skipped) become ``values``."""
+        if not isinstance(data, dict) or data.get("values_file") is None:
+            return data
+        name = data.get("name")
+        if data.get("values") is not None:
+            raise ValueError(f"column {name!r}: give values or values_file, not both")
+        path = Path(str(data["values_file"]))
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise ValueError(
+                f"column {name!r}: cannot read values_file {path}: {exc.strerror}"
+            ) from None
+        except UnicodeDecodeError:
+            raise ValueError(f"column {name!r}: values_file {path} is not UTF-8 text") from None
+        values = [line.strip() for line in lines if line.strip()]
+        if not values:
+            raise ValueError(f"column {name!r}: values_file {path} holds no value")
+        return {**data, "values": values}
 
     @model_validator(mode="after")
     def _domain(self) -> ColumnConfig:
@@ -742,6 +772,9 @@ def resolve_paths(data: dict[str, Any], base_dir: Path) -> dict[str, Any]:
     ``base_dir``: the keys of :data:`PATH_KEYS`, where a catalog ``uri`` counts only as
     ``sqlite:///relative.db``. URIs (``s3://...``) and absolute paths are kept."""
     data = copy.deepcopy(data)
+    for column in data.get("columns") or ():
+        if isinstance(column, dict) and isinstance(column.get("values_file"), str):
+            column["values_file"] = _resolve(column["values_file"], base_dir)
     for keys in PATH_KEYS:
         node: Any = data
         for key in keys[:-1]:

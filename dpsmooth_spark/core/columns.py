@@ -31,8 +31,9 @@ import pyarrow.compute as pc
 
 from dpsmooth_spark.core.bounds import PublicBounds
 
-MAX_CATEGORIES = 256
-"""The largest categorical domain (one histogram cell per value at the finest resolution)."""
+MAX_CATEGORIES = 10_000
+"""The largest categorical domain: its histogram has one cell per value (the data pass's cells
+grow to hold them, ``SynthesizerParams.histogram_cells``)."""
 EPOCH = dt.date(1970, 1, 1)
 
 
@@ -109,7 +110,7 @@ class ColumnCodec:
             return pa.array(values, pa.float64()).cast(self.arrow_type)
         lattice = np.rint(values).astype(np.int64)
         if self.kind == "categorical":
-            return pa.array([self.values[i] for i in lattice], type=self.arrow_type)
+            return pa.array(list(self.values), type=self.arrow_type).take(pa.array(lattice))
         if self.kind == "boolean":
             return pa.array(lattice == 1, pa.bool_())
         if self.kind == "date":
@@ -257,8 +258,11 @@ def _codec(
                 f"column {name!r}: {len(values)} categories; at most {MAX_CATEGORIES}"
             )
         try:
-            domain = tuple(pa.array(list(values), type=t).to_pylist())
-        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+            if all(isinstance(v, str) for v in values) and not pa.types.is_string(t):
+                domain = tuple(pa.array(list(values)).cast(t).to_pylist())  # from a values_file
+            else:
+                domain = tuple(pa.array(list(values), type=t).to_pylist())
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError):
             raise ColumnTypeError(
                 f"column {name!r}: the values {list(values)[:5]} do not have the table's type {t}"
             ) from None

@@ -183,12 +183,13 @@ def test_selection_releases_a_value_only_the_added_unit_has_at_most_delta(unit_r
 def test_selection_finds_frequent_values_keeps_other_last_and_charges_rho_and_delta():
     rng = np.random.default_rng(3)
     counts = {f"v{i}": int(c) for i, c in enumerate(rng.integers(1, 40, 400))}
-    counts.update({f"top{i}": 1000 + i for i in range(300)})  # more than the domain can hold
+    tops = MAX_CATEGORIES + 44  # more than the domain can hold
+    counts.update({f"top{i}": 1000 + i for i in range(tops)})
     accountant = PrivacyAccountant(1.0, 1e-6, selection_delta=5e-7)
     rho = stage_budgets(accountant, 0.1, 1)
     found = select_values("c", counts, "OTHER", rho, 5e-7, accountant, NoiseSource(rng))
     assert found.values[-1] == "OTHER" and len(found.values) == MAX_CATEGORIES
-    assert set(found.values[:-1]) <= {f"top{i}" for i in range(300)} and found.truncated == 45
+    assert set(found.values[:-1]) <= {f"top{i}" for i in range(tops)} and found.truncated == 45
     sigma = found.noise_std
     assert found.threshold == pytest.approx(1 + sigma * norm.isf(5e-7))
     (charge,) = accountant.charges

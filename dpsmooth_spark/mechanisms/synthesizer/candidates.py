@@ -22,7 +22,7 @@ from dpsmooth_spark.core.marginals import (
 )
 from dpsmooth_spark.core.maxent import fit_within_noise
 from dpsmooth_spark.core.sampling import snap_to_lattice
-from dpsmooth_spark.mechanisms.synthesizer.params import SynthesizerParams
+from dpsmooth_spark.mechanisms.synthesizer.params import SynthesizerParams, grid_cells
 from dpsmooth_spark.mechanisms.synthesizer.summary import (
     VARIANCE_FLOOR,
     LowRankPairs,
@@ -76,7 +76,8 @@ def marginal_priors(summary: NoisySummary, params: SynthesizerParams) -> GridMar
     uniform stays uniform; a lattice column's reads only the cells that hold its points.
     Otherwise, the maximum-entropy density within ``marginal_tolerance`` per answer
     (0: as close as the grid allows)."""
-    cells = params.marginal_cells
+    levels = max((c.size for c in summary.level_histograms.values()), default=0)
+    cells = grid_cells(params.marginal_cells, levels)  # the data pass's (histogram_cells)
     centres = GridMarginals.centres(cells)
     n = max(summary.noisy_count, 1.0)
     table = chebyshev_table(centres, summary.basis.degree)  # (cells, g + 1)
@@ -152,7 +153,7 @@ def hub_marginals(summary: NoisySummary, marginals: GridMarginals) -> GridMargin
     n = max(summary.noisy_count, 1.0)
     points = np.repeat(GridMarginals.centres(marginals.cells)[:, None], d, axis=1)
     if summary.levels is not None:
-        points = snap_to_lattice(points, summary.levels)
+        points = snap_to_lattice(points, summary.levels, marginals.cells)
     factors = pairs.factors(points)  # (cells, d): each column's factor on its grid
     means = np.einsum("dc,cd->d", marginals.probabilities, factors)
     answers = np.clip(summary.factor_sums / n, -1.0, 1.0)
@@ -247,6 +248,6 @@ def make_candidates(
     count = candidate_count(params, summary.basis.d, modelled is not None)
     points, log_prior = marginal_candidates(marginals, count, rng, correlation, params.copula_share)
     if summary.levels is not None:
-        points = snap_to_lattice(points, summary.levels)
+        points = snap_to_lattice(points, summary.levels, marginals.cells)
     share = params.copula_share if correlation is not None and summary.basis.d >= 2 else 0.0
     return Candidates(points, log_prior, marginals, share)

@@ -293,8 +293,27 @@ class SynthesizerParams(BaseModel):
         nominal column (``lattice``: levels per column; ``nominal``: the categorical ones)."""
         tables = table_pairs(lattice, nominal) if self.contingency_tables == "auto" else None
         return PassSpec(
-            self.data_pass_degree(d), histogram_cells=self.marginal_cells, tables=tables
+            self.data_pass_degree(d),
+            histogram_cells=self.histogram_cells(lattice, nominal),
+            tables=tables,
         )
+
+    def histogram_cells(
+        self, lattice: np.ndarray | None = None, nominal: np.ndarray | None = None
+    ) -> int:
+        """Cells of the data pass's histograms (and of the private marginals' grid):
+        ``marginal_cells``, doubled until every categorical column has one per value."""
+        needed = 0
+        if lattice is not None and nominal is not None and np.any(nominal):
+            needed = int(np.max(np.asarray(lattice)[np.asarray(nominal, dtype=bool)]))
+        return grid_cells(self.marginal_cells, needed)
+
+
+def grid_cells(cells: int, levels: int) -> int:
+    """``cells`` doubled until it holds ``levels`` (one cell per level of a lattice column)."""
+    while cells < levels:
+        cells *= 2
+    return cells
 
 
 MAX_FACTOR_DEGREE = 16

@@ -46,6 +46,7 @@ from dpsmooth_spark.mechanisms.synthesizer.params import (
     DENOISE_MIN_COLUMNS,
     SynthesizerParams,
     first_pairs,
+    grid_cells,
 )
 
 JOINT_ROWS = 512
@@ -385,7 +386,7 @@ class NoisySummary:
         """Per column, its private marginal on its cells in ``tables`` (empty where it is in
         none): its levels' masses, or its marginal on the grid summed into the table's equal
         cells."""
-        grid = 256
+        grid = grid_cells(256, max(tables.levels))
         out = []
         for column, (cells, levels) in enumerate(zip(tables.cells, tables.levels, strict=True)):
             if not cells:
