@@ -92,8 +92,9 @@ def marginal_priors(summary: NoisySummary, params: SynthesizerParams) -> GridMar
         if summary.histograms is not None:
             bins = summary.histograms.shape[1]
             w.append(HistogramBasis(1, bins).evaluate(centres[:, None]))
-            b.append(summary.histograms[i] / n)
-            std.append(np.full(bins, summary.histogram_noise_std / n))
+            total = summary.histogram_totals[i]
+            b.append(summary.histograms[i] / total)
+            std.append(np.full(bins, summary.histogram_noise_std / total))
         if sum(len(v) for v in b) == 0:
             continue
         per_level = i in summary.level_histograms  # a nominal column: its levels' counts alone

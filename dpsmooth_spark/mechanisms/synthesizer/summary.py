@@ -399,6 +399,19 @@ class NoisySummary:
                 out.append(density.reshape(cells, -1).sum(axis=1))
         return out
 
+    @cached_property
+    def histogram_totals(self) -> np.ndarray:
+        """``(d,)`` what each column's histogram is normalised by: the noisy count, or where
+        null cells were measured, the column's own total (its noisy value cells, at least 1): a
+        column's histogram also counts the rows with a null in another column, which the noisy
+        count (rows without a null) leaves out (a tenth of the rows null in one column made
+        every other column's shares sum to 1.11, and the tails of a skewed column were cut to
+        bring them back to 1)."""
+        d = self.bounds.d
+        if self.null_counts is None or self.histograms is None:
+            return np.full(d, max(self.noisy_count, 1.0))
+        return np.maximum(self.histograms.sum(axis=1), 1.0)
+
     def histogram_cells(self) -> np.ndarray:
         """``(d,)`` the noisy cells of each column's one-way histogram: its levels where it was
         measured per level, else the histograms' ``B``."""
@@ -652,7 +665,7 @@ class NoisySummary:
         :func:`core.marginals.histogram_density`, a histogram its noise swamps shrunk towards
         the shape the continuous columns share where it is clear: the pooled histogram where
         one was measured, else the other columns' mean (:func:`core.marginals.shared_shape`)."""
-        n = max(self.noisy_count, 1.0)
+        n = self.histogram_totals[column]
         histograms = self._histograms()
         bins = histograms.shape[1]
         shares, std = histograms[column] / n, np.full(bins, self.histogram_noise_std / n)
@@ -675,7 +688,8 @@ class NoisySummary:
                 np.arange(self.bounds.d) if self.levels is None else np.flatnonzero(self.levels < 2)
             )
             others = continuous[continuous != column]
-            shape = shared_shape(histograms[others] / n, self.histogram_noise_std / n)
+            totals = self.histogram_totals[others, None]
+            shape = shared_shape(histograms[others] / totals, self.histogram_noise_std / n)
         return histogram_density(shares, std, cells, *(shape or ()))
 
     def measured_pairs(self) -> np.ndarray:
@@ -861,13 +875,14 @@ def measurements(
         keep = bins
         while keep > 1 and measured.size * keep > joint_rows:
             keep //= 2
+        totals = np.repeat(summary.histogram_totals[measured], keep)
         merged = coarsen_histograms(histograms[measured], keep)
-        std = summary.histogram_noise_std * np.sqrt(bins // keep) / n
+        std = summary.histogram_noise_std * np.sqrt(bins // keep) / totals
         out.append(
             Measurement(
                 "histograms",
                 HistogramBasis(d, keep, None if measured.size == d else tuple(measured.tolist())),
-                np.clip(merged.ravel() / n, 0.0, 1.0),
+                np.clip(merged.ravel() / totals, 0.0, 1.0),
                 std,
                 np.repeat(np.arange(measured.size), keep),
                 np.full(measured.size, marginal_tolerance),
@@ -876,12 +891,13 @@ def measurements(
     if summary.level_histograms:
         columns = tuple(summary.level_histograms)
         counts = list(summary.level_histograms.values())
+        totals = np.repeat(summary.histogram_totals[list(columns)], [c.size for c in counts])
         out.append(
             Measurement(
                 "level_histograms",
                 LevelHistogram(summary.bounds.d, columns, tuple(c.size for c in counts)),
-                np.clip(np.concatenate(counts) / n, 0.0, 1.0),
-                summary.histogram_noise_std / n,
+                np.clip(np.concatenate(counts) / totals, 0.0, 1.0),
+                summary.histogram_noise_std / totals,
                 np.repeat(np.arange(len(counts)), [c.size for c in counts]),
                 np.full(len(counts), marginal_tolerance),
             )
