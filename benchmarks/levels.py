@@ -92,7 +92,11 @@ def run_job(folder: str, with_zip: bool) -> dict:
     }
     if with_zip:
         real = pq.read_table(folder, columns=["zip"]).column(0).to_numpy(zero_copy_only=False)
-        synthetic = pq.read_table(Path(out) / "data", columns=["zip"]).column(0).to_numpy(zero_copy_only=False)
+        synthetic = (
+            pq.read_table(Path(out) / "data", columns=["zip"])
+            .column(0)
+            .to_numpy(zero_copy_only=False)
+        )
         result.update(zip_scores(real, synthetic, epsilon=1.0, d=len(columns)))
     return result
 
