@@ -225,6 +225,32 @@ def ordered_level_density(
     return mass[where] * within
 
 
+TAIL_DEVIATIONS = 2.0
+""":func:`with_tail_mass` keeps the cut levels' mass where their noisy total stands this many
+noise deviations above 0."""
+
+
+def with_tail_mass(density: np.ndarray, shares: np.ndarray, std: float) -> np.ndarray:
+    """A denoised per-level distribution of a category (``density``, from its noisy ``shares``
+    with noise ``std`` each) with the mass of the levels it cut to 0 put back where their noisy
+    total is clear (:data:`TAIL_DEVIATIONS` deviations of a sum of ``m`` levels, ``sqrt(m)
+    std``): spread over them in proportion to their positive noisy shares, the rest scaled
+    down. A long tail of levels each below the noise (a 10,000-value column, most values on a
+    few rows) holds much mass together; cut level by level it was lost (0.15 of a Zipf
+    column's mass at 10^6 rows)."""
+    cut = density <= 0
+    if cut.sum() < 2:
+        return density
+    total = float(shares[cut].sum())
+    if total <= TAIL_DEVIATIONS * std * np.sqrt(cut.sum()):
+        return density
+    positive = np.maximum(shares[cut], 0.0)
+    total = min(total, 1.0)
+    out = density * (1.0 - total)
+    out[cut] = total * positive / positive.sum()
+    return out / out.sum()
+
+
 def lattice_density(
     shares: np.ndarray, std: np.ndarray, cells: int, levels: int, laplace: bool = True
 ) -> np.ndarray:

@@ -276,3 +276,24 @@ def snap_to_lattice(
             nearest = np.where(held[cell] >= 0, held[cell], nearest)
         out[:, j] = -1.0 + 2.0 * nearest / steps
     return out
+
+
+def spread_levels(
+    rows: np.ndarray,
+    column: int,
+    levels: int,
+    representative: int,
+    group: np.ndarray,
+    shares: np.ndarray,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """``rows`` (scaled) with every value of ``column`` (a lattice of ``levels`` points) at its
+    ``representative`` level redrawn among the ``group`` levels it stands for, by their
+    ``shares`` (summing to 1): rare values of a large category share one level in the fit and
+    come back as themselves in the release."""
+    steps = levels - 1
+    at = np.flatnonzero(np.rint((rows[:, column] + 1.0) * steps / 2.0) == representative)
+    if at.size:
+        drawn = group[rng.choice(group.size, at.size, p=shares)]
+        rows[at, column] = -1.0 + 2.0 * drawn / steps
+    return rows

@@ -95,6 +95,9 @@ def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
             # lake formats stage unpartitioned rows; their commit partitions
             config.output.partition_by if config.output.format == "parquet" else None,
             independent=result.independent,
+            rare=tuple(
+                (g.column, g.levels, g.representative, g.group, g.shares) for g in result.rare
+            ),
         )
         distinct: int | None = None
     else:

@@ -508,10 +508,13 @@ def sample_on_executors(
     null_shares: np.ndarray | None = None,
     partition_by: str | None = None,
     independent: bool = False,
+    rare: tuple[tuple[int, int, int, np.ndarray, np.ndarray], ...] = (),
 ) -> DataWriter:
     """A writer that draws ``rows`` records inside the executors and writes them as Parquet with
     the input's column types (``codec``); ``independent``: column by column (no relation was
-    measured; :func:`core.sampling.sample_records`).
+    measured; :func:`core.sampling.sample_records`); ``rare``: ``(column, levels,
+    representative, group, shares)`` of each large category's rare values, spread back over
+    their group (:func:`core.sampling.spread_levels`).
 
     The support (``C x d``), weights and jitter are broadcast with the task closure; partition
     ``p`` draws its share of the rows with ``numpy.random.default_rng([seed, p])``, so a release
@@ -522,7 +525,7 @@ def sample_on_executors(
     """
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    from dpsmooth_spark.core.sampling import sample_records
+    from dpsmooth_spark.core.sampling import sample_records, spread_levels
 
     shares = np.full(partitions, rows // partitions)
     shares[: rows % partitions] += 1
@@ -535,6 +538,10 @@ def sample_on_executors(
                 scaled = sample_records(
                     candidates, weights, int(shares[p]), jitter, rng, independent=independent
                 )
+                for column, levels, representative, group, spread in rare:
+                    scaled = spread_levels(
+                        scaled, column, levels, representative, group, spread, rng
+                    )
                 nulls = (
                     None if null_shares is None else rng.uniform(size=scaled.shape) < null_shares
                 )

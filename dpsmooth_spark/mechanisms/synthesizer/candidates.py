@@ -33,6 +33,68 @@ CORRELATION_FLOOR = 1e-3
 """Smallest eigenvalue of the proposal correlation (keeps the copula density finite)."""
 
 
+RARE_CANDIDATES = 10.0
+"""A value of a category measured per level is rare where the candidates are expected to hold
+fewer than this many points at it (its private share times their count): :class:`RareLevels`."""
+
+
+@dataclass(frozen=True)
+class RareLevels:
+    """The rare values of a category, which share one representative level among the
+    candidates and in the fit (their noisy counts summed into its cell), and which the sample
+    spreads the rows at it over by their private shares. Without it, 20,000 candidates held
+    about a third of a 10,000-value column's long tail, and the release lost the rest (TVD
+    0.15 on 10^6 rows). Post-processing only.
+
+    Attributes:
+        column: the column.
+        levels: its number of levels.
+        group: ``(m,)`` the rare levels.
+        representative: the level that stands for them (the most likely).
+        shares: ``(m,)`` their private shares, normalised.
+    """
+
+    column: int
+    levels: int
+    group: np.ndarray
+    representative: int
+    shares: np.ndarray
+
+    def merged(self, values: np.ndarray) -> np.ndarray:
+        """Per-level ``values`` with the group's summed into the representative, 0 at the rest."""
+        out = np.array(values, dtype=np.float64, copy=True)
+        out[self.representative] = values[self.group].sum()
+        out[self.group[self.group != self.representative]] = 0.0
+        return out
+
+
+def rare_levels(
+    summary: NoisySummary, marginals: GridMarginals, count: int
+) -> tuple[RareLevels, ...]:
+    """The :class:`RareLevels` of each category measured per level that has two or more values
+    with fewer than :data:`RARE_CANDIDATES` expected candidates out of ``count``."""
+    out = []
+    for column, counts in summary.level_histograms.items():
+        if column in summary.ordered_levels:
+            continue
+        shares = marginals.probabilities[column, level_bins(counts.size, marginals.cells)]
+        group = np.flatnonzero(shares * count < RARE_CANDIDATES)
+        if group.size < 2:
+            continue
+        weights = shares[group]
+        total = weights.sum()
+        out.append(
+            RareLevels(
+                column,
+                counts.size,
+                group,
+                int(group[np.argmax(weights)]),
+                weights / total if total > 0 else np.full(group.size, 1.0 / group.size),
+            )
+        )
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class Candidates:
     """The support of the fit.
@@ -44,12 +106,14 @@ class Candidates:
             :meth:`start_weights` reads the copula's share from them).
         marginals: the private one-way marginals they were drawn from.
         copula_share: share of them drawn from the private-correlation copula (0: none).
+        rare: the rare values of large categories, each group at its representative level.
     """
 
     points: np.ndarray
     log_prior: np.ndarray
     marginals: GridMarginals
     copula_share: float = 0.0
+    rare: tuple[RareLevels, ...] = ()
 
     def prior_weights(self) -> np.ndarray:
         """The prior as a distribution over the candidates (``(C,)``, summing to 1)."""
@@ -250,5 +314,11 @@ def make_candidates(
     points, log_prior = marginal_candidates(marginals, count, rng, correlation, params.copula_share)
     if summary.levels is not None:
         points = snap_to_lattice(points, summary.levels, marginals.cells)
+    rare = rare_levels(summary, marginals, count)
+    for group in rare:
+        steps = group.levels - 1
+        level = np.rint((points[:, group.column] + 1.0) * steps / 2.0).astype(np.int64)
+        at = np.isin(level, group.group)
+        points[at, group.column] = -1.0 + 2.0 * group.representative / steps
     share = params.copula_share if correlation is not None and summary.basis.d >= 2 else 0.0
-    return Candidates(points, log_prior, marginals, share)
+    return Candidates(points, log_prior, marginals, share, rare)

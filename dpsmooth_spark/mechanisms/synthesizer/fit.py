@@ -38,7 +38,11 @@ from dpsmooth_spark.core.maxent import (
     kl_divergence,
     match_correlation,
 )
-from dpsmooth_spark.mechanisms.synthesizer.candidates import Candidates, make_candidates
+from dpsmooth_spark.mechanisms.synthesizer.candidates import (
+    Candidates,
+    RareLevels,
+    make_candidates,
+)
 from dpsmooth_spark.mechanisms.synthesizer.params import SynthesizerParams
 from dpsmooth_spark.mechanisms.synthesizer.summary import (
     LowRankPairs,
@@ -72,6 +76,8 @@ class SynthesisResult:
         timings: seconds per driver stage.
         independent: no relation between columns was measured: records beyond the herded ones
             are drawn column by column (:func:`core.sampling.sample_records`).
+        rare: the rare values of large categories, each group at its representative level in
+            the candidates; the sample spreads them back (:func:`core.sampling.spread_levels`).
     """
 
     summary: NoisySummary
@@ -85,6 +91,7 @@ class SynthesisResult:
     jitter: np.ndarray
     timings: dict[str, float] = field(default_factory=dict)
     independent: bool = False
+    rare: tuple[RareLevels, ...] = ()
 
     @property
     def support_size(self) -> int:
@@ -186,10 +193,15 @@ def _keep_prior_marginals(
             else:  # one cell per level: each level's grid cell
                 columns, cells = np.array(m.queries.columns), np.array(m.queries.levels)
                 grid = probabilities.shape[1]
+                groups = {group.column: group for group in support.rare}
+                parts = [
+                    probabilities[c, level_bins(k, grid)]
+                    for c, k in zip(columns, cells, strict=True)
+                ]
                 drawn = np.concatenate(
                     [
-                        probabilities[c, level_bins(k, grid)]
-                        for c, k in zip(columns, cells, strict=True)
+                        groups[c].merged(part) if c in groups else part
+                        for c, part in zip(columns, parts, strict=True)
                     ]
                 )
                 lattice = cells
@@ -315,6 +327,7 @@ def fit_from_summary(
             summary,
             max(params.marginal_tolerance or 0.0, JOINT_MARGINAL_TOLERANCE),
             modelled=modelled,
+            rare=support.rare,
         ),
         support,
         levels,
@@ -370,4 +383,5 @@ def fit_from_summary(
         jitter,
         timings,
         independent=not relations.any(),
+        rare=support.rare,
     )

@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow as pa
 
 from dpsmooth_spark.core.columns import TableCodec
-from dpsmooth_spark.core.sampling import sample_records
+from dpsmooth_spark.core.sampling import sample_records, spread_levels
 from dpsmooth_spark.mechanisms.synthesizer.fit import SynthesisResult
 from dpsmooth_spark.mechanisms.synthesizer.summary import NoisySummary
 
@@ -16,8 +16,9 @@ def sample_scaled(
 ) -> np.ndarray:
     """``rows`` synthetic records in scaled units [-1, 1]^d; up to ``herding_rows`` rows by
     kernel herding, more column by column where no relation was measured
-    (``core.sampling.sample_records``)."""
-    return sample_records(
+    (``core.sampling.sample_records``); the rare values of a large category spread back over
+    their group (``core.sampling.spread_levels``)."""
+    out = sample_records(
         result.candidates,
         result.weights,
         rows,
@@ -27,6 +28,11 @@ def sample_scaled(
         independent=result.independent,
         levels=result.summary.levels,
     )
+    for group in result.rare:
+        out = spread_levels(
+            out, group.column, group.levels, group.representative, group.group, group.shares, rng
+        )
+    return out
 
 
 def default_rows(summary: NoisySummary) -> int:

@@ -6,7 +6,7 @@ its noisy answers, their noise) that the fit consumes. Everything here is post-p
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any, Literal
@@ -38,6 +38,7 @@ from dpsmooth_spark.core.marginals import (
     nearest_psd,
     ordered_level_density,
     shared_shape,
+    with_tail_mass,
 )
 from dpsmooth_spark.core.sampling import snap_to_lattice
 from dpsmooth_spark.core.subspace import SubspaceEstimate
@@ -679,7 +680,13 @@ class NoisySummary:
                 np.add.at(density, level_bins(levels, cells), found)
                 return density / density.sum()
         if levels >= 2:
-            return lattice_density(shares, std, cells, levels, laplace=self.noise == "laplace")
+            density = lattice_density(shares, std, cells, levels, laplace=self.noise == "laplace")
+            if column in self.level_histograms:  # a category measured per level
+                where = level_bins(levels, cells)
+                per_level = with_tail_mass(density[where], shares, float(std[0]))
+                density = np.zeros(cells)
+                density[where] = per_level
+            return density
         if self.pooled_histogram is not None:
             total = max(float(self.pooled_histogram.sum()), 1.0)
             shape = clear_shape(self.pooled_histogram / total, self.pooled_noise_std / total)
@@ -853,6 +860,7 @@ def measurements(
     marginal_tolerance: float = 0.0,
     joint_rows: int = JOINT_ROWS,
     modelled: LowRankPairs | None = None,
+    rare: Sequence[Any] = (),
 ) -> list[Measurement]:
     """The summary's statistics as measurements for the fit (normalised by the noisy count).
 
@@ -864,7 +872,9 @@ def measurements(
     that range, so the clipped answer is never farther from it, and noise beyond the range
     cannot demand a relation that no table has. With ``modelled`` (:func:`modelled_pairs`), the
     pairs on spread factors are read through it: each answer is the model's, its noise the share
-    the model leaves (a pair the model misses keeps its answer and noise).
+    the model leaves (a pair the model misses keeps its answer and noise). ``rare``: the rare
+    values of large categories (``candidates.RareLevels``), whose per-level shares are summed
+    into their representative's cell (its noise that of their sum).
     """
     n = max(summary.noisy_count, 1.0)
     out = []
@@ -892,12 +902,19 @@ def measurements(
         columns = tuple(summary.level_histograms)
         counts = list(summary.level_histograms.values())
         totals = np.repeat(summary.histogram_totals[list(columns)], [c.size for c in counts])
+        shares = np.concatenate(counts) / totals
+        std = summary.histogram_noise_std / totals
+        offsets = np.cumsum([0, *(c.size for c in counts)])
+        for group in rare:  # a rare group's counts in its representative's cell
+            part = slice(offsets[columns.index(group.column)], None)
+            shares[part][: group.levels] = group.merged(shares[part][: group.levels])
+            std[part][group.representative] *= np.sqrt(group.group.size)
         out.append(
             Measurement(
                 "level_histograms",
                 LevelHistogram(summary.bounds.d, columns, tuple(c.size for c in counts)),
-                np.clip(np.concatenate(counts) / totals, 0.0, 1.0),
-                summary.histogram_noise_std / totals,
+                np.clip(shares, 0.0, 1.0),
+                std,
                 np.repeat(np.arange(len(counts)), [c.size for c in counts]),
                 np.full(len(counts), marginal_tolerance),
             )
@@ -905,28 +922,54 @@ def measurements(
     tables = summary.tables
     if tables is not None and tables.values.size:
         query = tables.query
+        shares, std = tables.values / n, np.full(tables.values.size, tables.noise_std / n)
+        for group in rare:  # a rare group's rows (or columns) in its representative's
+            for k, pair in enumerate(query.pairs):
+                if group.column in pair:
+                    axis = pair.index(group.column)
+                    part = slice(query.offsets[k], query.offsets[k + 1])
+                    cells = query.table(shares, k)
+                    noise = query.table(std, k)
+                    merged = np.apply_along_axis(group.merged, axis, cells)
+                    scale = np.ones(group.levels)
+                    scale[group.representative] = np.sqrt(group.group.size)
+                    noise = noise * (scale[:, None] if axis == 0 else scale[None, :])
+                    shares[part], std[part] = merged.ravel(), noise.ravel()
         out.append(
             Measurement(
                 "tables",
                 query,
-                np.clip(tables.values / n, 0.0, 1.0),
-                tables.noise_std / n,
+                np.clip(shares, 0.0, 1.0),
+                std,
                 np.repeat(np.arange(len(query.pairs)), query.sizes),
                 np.ones(len(query.pairs)),
                 relations=np.ones(len(query.pairs), dtype=bool),
             )
         )
     # A hub column's pair terms form one group whether they are Chebyshev products or on spread
-    # factors: the first-order pairs on spread factors group as T_1 T_1 did.
+    # factors: the first-order pairs on spread factors group as T_1 T_1 did. A category whose
+    # rare values share one representative level has none: a function of its level's index
+    # would read the representative, not the values it stands for.
+    grouped = [group.column for group in rare]
+    basis, answered, basis_std = summary.basis, summary.normalised, summary.basis_noise_std
+    if grouped and basis.size:
+        keep = ~(basis.indices[:, grouped] != 0).any(axis=1)
+        basis = BasisSet(basis.d, basis.degree, basis.indices[keep])
+        answered, basis_std = answered[keep], basis_std[keep]
     factors = summary.factor_pairs if summary.factor_sums is not None else None
+    factor_sums = summary.factor_sums
+    if grouped and factors is not None and factor_sums is not None:
+        keep = ~np.isin(factors.pairs, grouped).any(axis=1)
+        factors, factor_sums = (
+            FactorPairs(factors.coefficients, factors.pairs[keep]),
+            factor_sums[keep],
+        )
     pairs = np.zeros((0, summary.basis.d), dtype=np.int64)
     if factors is not None and factors.size:
         pairs = np.zeros((factors.size, factors.d), dtype=np.int64)
         pairs[np.arange(factors.size), factors.pairs[:, 0]] = 1
         pairs[np.arange(factors.size), factors.pairs[:, 1]] = 1
-    joint = BasisSet(
-        summary.basis.d, max(summary.basis.degree, 1), np.vstack([summary.basis.indices, pairs])
-    )
+    joint = BasisSet(basis.d, max(basis.degree, 1), np.vstack([basis.indices, pairs]))
     if joint.size:
         groups = basis_groups(joint)
         one_way = (joint.indices != 0).sum(axis=1) == 1
@@ -934,22 +977,22 @@ def measurements(
         tolerance[groups[one_way]] = marginal_tolerance
         relations = np.ones(tolerance.size, dtype=bool)
         relations[groups[one_way]] = False
-        size = summary.basis.size
+        size = basis.size
         if size:
             out.append(
                 Measurement(
                     "basis",
-                    summary.basis,
-                    np.clip(summary.normalised, -1.0, 1.0),
-                    summary.basis_noise_std / n,
+                    basis,
+                    np.clip(answered, -1.0, 1.0),
+                    basis_std / n,
                     groups[:size],
                     tolerance,
                     "basis",
                     relations,
                 )
             )
-        if pairs.size and factors is not None and summary.factor_sums is not None:
-            answers, std = np.clip(summary.factor_sums / n, -1.0, 1.0), summary.factor_noise_std / n
+        if pairs.size and factors is not None and factor_sums is not None:
+            answers, std = np.clip(factor_sums / n, -1.0, 1.0), summary.factor_noise_std / n
             if modelled is not None:
                 i, j = factors.pairs[:, 0], factors.pairs[:, 1]
                 kept = modelled.model.kept[i, j]
