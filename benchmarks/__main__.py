@@ -20,6 +20,7 @@ COMMANDS = {
     "wide": "benchmarks.wide",  # 100-300 columns: factor tables vs independent columns and MST
     "domains": "benchmarks.domains",  # auto bounds (DP quantiles), auto values (selection)
     "levels": "benchmarks.levels",  # a 10,000-value category on 10^6 rows
+    "point_masses": "benchmarks.point_masses",  # shares of values at a bound, W1
     "results": "benchmarks.results",  # docs/results.md's fidelity table from its JSON
 }
 

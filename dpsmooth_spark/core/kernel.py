@@ -76,6 +76,8 @@ class ExactSums:
         rows_null: rows with such a null (in ``histograms`` and ``nulls``, not in ``gram``).
         tables: ``(cells,)`` int64 counts of the rows without a null in the cells of the pass's
             contingency tables (``PassSpec.tables``; ``None``: not computed).
+        atoms: ``(d, 2)`` int64 counts of the values (after clamping) exactly at each column's
+            lower and upper bound, over the same rows as ``histograms`` (``None``: not computed).
     """
 
     degree: int
@@ -90,6 +92,7 @@ class ExactSums:
     nulls: np.ndarray | None = None
     rows_null: int = 0
     tables: np.ndarray | None = None
+    atoms: np.ndarray | None = None
 
     @classmethod
     def zero(
@@ -114,6 +117,7 @@ class ExactSums:
             histograms=histograms,
             nulls=np.zeros(d, dtype=np.int64) if null_cells else None,
             tables=np.zeros(table_cells, dtype=np.int64) if table_cells else None,
+            atoms=np.zeros((d, 2), dtype=np.int64) if histogram_cells else None,
         )
 
     @property
@@ -144,6 +148,7 @@ class ExactSums:
             None if self.nulls is None or other.nulls is None else self.nulls + other.nulls,
             self.rows_null + other.rows_null,
             None if self.tables is None or other.tables is None else self.tables + other.tables,
+            None if self.atoms is None or other.atoms is None else self.atoms + other.atoms,
         )
 
     def tensor_sums(self) -> np.ndarray:
@@ -275,6 +280,7 @@ def partial_sums(
     histograms = np.zeros(d * cells, dtype=np.int64) if cells else None
     nulls = np.zeros(d, dtype=np.int64) if spec.null_cells else None
     tables = None if spec.tables is None else np.zeros(spec.tables.size, dtype=np.int64)
+    atoms = np.zeros((d, 2), dtype=np.int64) if cells else None
     seen = invalid = clamped = rows_null = 0
     for item in batches:
         batch, mask = item if isinstance(item, tuple) else (item, None)
@@ -296,10 +302,17 @@ def partial_sums(
                 )
                 index = (cell + cells * np.arange(d))[~part_mask]
                 histograms += np.bincount(index, minlength=d * cells)
+            if atoms is not None:
+                filled = np.clip(filled, lower, upper)
+                atoms[:, 0] += ((filled == lower) & ~part_mask).sum(axis=0)
+                atoms[:, 1] += ((filled == upper) & ~part_mask).sum(axis=0)
             batch = batch[~with_null]
         batch, bad, outside = valid_rows(batch, lower, upper)
         invalid += bad
         clamped += outside
+        if atoms is not None:
+            atoms[:, 0] += (batch == lower).sum(axis=0)
+            atoms[:, 1] += (batch == upper).sum(axis=0)
         x = scale_to_unit(batch, lower, upper)
         if tables is not None and spec.tables is not None:
             tables += spec.tables.counts(x)
@@ -330,4 +343,5 @@ def partial_sums(
         nulls,
         rows_null,
         tables,
+        atoms,
     )

@@ -201,6 +201,7 @@ def sample_records(
     herding_rows: int = 0,
     independent: bool = False,
     levels: np.ndarray | None = None,
+    atoms: tuple[tuple[int, float, float, float, float], ...] = (),
 ) -> np.ndarray:
     """``rows`` records from the mixture ``sum_j u_j N(c_j, diag(jitter**2))`` folded into the cube.
 
@@ -228,6 +229,9 @@ def sample_records(
             which is nearer independence than ``rows`` independent draws.
         levels: per column its lattice points (0 continuous), for the cells herding follows
             (:func:`herding_cells`).
+        atoms: ``(column, bound, low, high, probability)``: a point mass at a bound; each
+            drawn record whose value lies in ``[low, high]`` (the histogram cell that holds the
+            bound) is set to the bound with ``probability``, and takes no jitter there.
     """
     if rows < 0:
         raise ValueError("rows must be >= 0")
@@ -245,8 +249,15 @@ def sample_records(
             picked = np.repeat(candidates, rng.multinomial(rows, weights / weights.sum()), axis=0)
         rng.shuffle(picked, axis=0)
     jitter = np.broadcast_to(np.asarray(jitter, dtype=np.float64), (candidates.shape[1],))
+    fixed = np.zeros(picked.shape, dtype=bool)
+    for column, bound, low, high, probability in atoms:
+        inside = (picked[:, column] >= low) & (picked[:, column] <= high)
+        at = inside & (rng.random(picked.shape[0]) < probability)
+        picked[at, column] = bound
+        fixed[at, column] = True
     if np.any(jitter > 0):
-        picked = reflect_into_cube(picked + rng.standard_normal(picked.shape) * jitter)
+        moved = reflect_into_cube(picked + rng.standard_normal(picked.shape) * jitter)
+        picked = np.where(fixed, picked, moved)
         if herds(rows, herding_rows):
             picked = reorder_to_correlation(
                 picked, mixture_correlation(candidates, weights, jitter), jitter > 0

@@ -98,6 +98,7 @@ def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
             rare=tuple(
                 (g.column, g.levels, g.representative, g.group, g.shares) for g in result.rare
             ),
+            atoms=result.atoms,
         )
         distinct: int | None = None
     else:

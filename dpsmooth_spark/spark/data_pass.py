@@ -24,7 +24,8 @@ from dpsmooth_spark.spark.session import default_parallelism
 
 RESULT_SCHEMA = (
     "gram_hi binary, gram_lo binary, tensor_hi binary, tensor_lo binary, histograms binary, "
-    "nulls binary, tables binary, rows_seen long, rows_invalid long, rows_clamped long, "
+    "nulls binary, tables binary, atoms binary, rows_seen long, rows_invalid long, "
+    "rows_clamped long, "
     "rows_null long"
 )
 """One (partial) result: each exact integer ``v`` of the Gram matrix and the tensor sums travels as
@@ -33,7 +34,16 @@ so adding the limbs of up to 2**31 results in int64 is exact, in any order."""
 LIMB_BITS = 32
 MERGE_GROUPS = 64
 """The per-task results are merged in this many groups on the executors, then on the driver."""
-_LIMB_COLUMNS = ("gram_hi", "gram_lo", "tensor_hi", "tensor_lo", "histograms", "nulls", "tables")
+_LIMB_COLUMNS = (
+    "gram_hi",
+    "gram_lo",
+    "tensor_hi",
+    "tensor_lo",
+    "histograms",
+    "nulls",
+    "tables",
+    "atoms",
+)
 _COUNTERS = ("rows_seen", "rows_invalid", "rows_clamped", "rows_null")
 
 
@@ -91,6 +101,7 @@ def _result_batch(sums: ExactSums) -> pa.RecordBatch:
     histograms = b"" if sums.histograms is None else sums.histograms.astype(np.int64).tobytes()
     nulls = b"" if sums.nulls is None else sums.nulls.astype(np.int64).tobytes()
     tables = b"" if sums.tables is None else sums.tables.astype(np.int64).tobytes()
+    atoms = b"" if sums.atoms is None else sums.atoms.astype(np.int64).tobytes()
     return pa.RecordBatch.from_pydict(
         {
             "gram_hi": [gram_hi],
@@ -100,6 +111,7 @@ def _result_batch(sums: ExactSums) -> pa.RecordBatch:
             "histograms": [histograms],
             "nulls": [nulls],
             "tables": [tables],
+            "atoms": [atoms],
             "rows_seen": [sums.rows_seen],
             "rows_invalid": [sums.rows_invalid],
             "rows_clamped": [sums.rows_clamped],
@@ -154,6 +166,11 @@ def _merge_results(results: DataFrame, d: int, spec: PassSpec) -> ExactSums:
     tables = (
         np.frombuffer(row["tables"], dtype=np.int64).copy() if spec.tables is not None else None
     )
+    atoms = (
+        np.frombuffer(row["atoms"], dtype=np.int64).reshape(d, 2).copy()
+        if spec.histogram_cells
+        else None
+    )
     return ExactSums(
         spec.degree,
         d,
@@ -167,6 +184,7 @@ def _merge_results(results: DataFrame, d: int, spec: PassSpec) -> ExactSums:
         nulls,
         row["rows_null"],
         tables,
+        atoms,
     )
 
 

@@ -509,12 +509,14 @@ def sample_on_executors(
     partition_by: str | None = None,
     independent: bool = False,
     rare: tuple[tuple[int, int, int, np.ndarray, np.ndarray], ...] = (),
+    atoms: tuple[tuple[int, float, float, float, float], ...] = (),
 ) -> DataWriter:
     """A writer that draws ``rows`` records inside the executors and writes them as Parquet with
     the input's column types (``codec``); ``independent``: column by column (no relation was
     measured; :func:`core.sampling.sample_records`); ``rare``: ``(column, levels,
     representative, group, shares)`` of each large category's rare values, spread back over
-    their group (:func:`core.sampling.spread_levels`).
+    their group (:func:`core.sampling.spread_levels`); ``atoms``: the point masses at the
+    bounds to place (:func:`core.sampling.sample_records`).
 
     The support (``C x d``), weights and jitter are broadcast with the task closure; partition
     ``p`` draws its share of the rows with ``numpy.random.default_rng([seed, p])``, so a release
@@ -536,7 +538,13 @@ def sample_on_executors(
             for p in batch.column(0).to_numpy():
                 rng = np.random.default_rng([seed, int(p)])
                 scaled = sample_records(
-                    candidates, weights, int(shares[p]), jitter, rng, independent=independent
+                    candidates,
+                    weights,
+                    int(shares[p]),
+                    jitter,
+                    rng,
+                    independent=independent,
+                    atoms=atoms,
                 )
                 for column, levels, representative, group, spread in rare:
                     scaled = spread_levels(

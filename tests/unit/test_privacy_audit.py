@@ -95,7 +95,10 @@ def audit_samples():
     truth = {}
     for name, table in (("d", base), ("d_prime", neighbour)):
         sums = partial_sums([table], BOUNDS.lower, BOUNDS.upper, PARAMS.pass_spec(BOUNDS.d))
-        histograms = coarsen_histograms(sums.histograms, PARAMS.marginal_bins).ravel()
+        # each column's bins (its values at its bounds taken out) and its two bounds' cells
+        binned = coarsen_histograms(sums.histograms, PARAMS.marginal_bins).astype(float)
+        binned[:, [0, -1]] -= sums.atoms
+        histograms = np.hstack([binned, sums.atoms]).ravel()
         truth[name] = [
             np.array([sums.count]),
             histograms,
@@ -433,10 +436,11 @@ def test_pooled_histogram_audit():
 
 
 def test_level_histogram_audit():
-    """One-way histograms with a lattice column measured per level (privacy.md 3c) at epsilon
-    = 1, through ``release_summary`` as a release runs it: an 8-level category on 4 bins gets its
-    8 level counts, released with the other column's 4 cells; the added record moves one count
-    of each column, the L1 sensitivity ``d = 2``."""
+    """One-way histograms with a lattice column measured per level and a continuous column's
+    bounds in cells of their own (privacy.md 3c) at epsilon = 1, through ``release_summary`` as
+    a release runs it: an 8-level category on 4 bins gets its 8 level counts, released with the
+    other column's 4 bins and 2 bound cells; the added record moves one count of each column,
+    the L1 sensitivity ``d = 2``."""
     bounds = PublicBounds.from_mapping({"a": (0.0, 7.0), "b": (-1.0, 1.0)})
     params = SynthesizerParams(
         basis="marginal",
@@ -474,14 +478,16 @@ def test_level_histogram_audit():
             runs.append(noise.log[1])  # count, histograms, basis sums
         charge = next(c for c in accountant.charges if c.stage == "histograms")
         assert charge.sensitivity == 2.0 and charge.epsilon == pytest.approx(1.0)
-        fine = sums.histograms
-        truth = np.concatenate([level_counts(fine[0], 8), coarsen_histograms(fine[1:], 4).ravel()])
+        fine, atoms = sums.histograms, sums.atoms
+        binned = coarsen_histograms(fine[1:], 4).ravel() - [atoms[1, 0], 0, 0, atoms[1, 1]]
+        truth = np.concatenate([level_counts(fine[0], 8), binned, atoms[1]])
         return np.array(runs), truth
 
     for factor, expect_above in ((1.0, False), (0.5, True)):
         out_d, truth_d = outputs(base, factor, 61)
         out_p, truth_p = outputs(neighbour, factor, 62)
-        np.testing.assert_array_equal(truth_p - truth_d, [0] * 7 + [1] + [0, 0, 0, 1])
+        # b = 1.0 is its upper bound: the record is in b's cell of that bound, not its last bin
+        np.testing.assert_array_equal(truth_p - truth_d, [0] * 7 + [1] + [0, 0, 0, 0] + [0, 1])
         bound = audit(out_d, out_p, truth_d, truth_p)
         assert (bound > 1.0) == expect_above, bound
         if not expect_above:

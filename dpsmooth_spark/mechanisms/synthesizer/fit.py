@@ -78,6 +78,8 @@ class SynthesisResult:
             are drawn column by column (:func:`core.sampling.sample_records`).
         rare: the rare values of large categories, each group at its representative level in
             the candidates; the sample spreads them back (:func:`core.sampling.spread_levels`).
+        atoms: the point masses at continuous columns' bounds the sample places
+            (:func:`point_masses`, :func:`core.sampling.sample_records`).
     """
 
     summary: NoisySummary
@@ -92,6 +94,7 @@ class SynthesisResult:
     timings: dict[str, float] = field(default_factory=dict)
     independent: bool = False
     rare: tuple[RareLevels, ...] = ()
+    atoms: tuple[tuple[int, float, float, float, float], ...] = ()
 
     @property
     def support_size(self) -> int:
@@ -384,4 +387,29 @@ def fit_from_summary(
         timings,
         independent=not relations.any(),
         rare=support.rare,
+        atoms=point_masses(summary, support.points, weights),
     )
+
+
+def point_masses(
+    summary: NoisySummary, points: np.ndarray, weights: np.ndarray
+) -> tuple[tuple[int, float, float, float, float], ...]:
+    """``(column, bound, low, high, probability)`` for each bound that holds a clear share of
+    its column's values (:meth:`NoisySummary.atom_shares`): the sample sets that share of its
+    rows to the bound, drawn from the rows in the histogram cell ``[low, high]`` that holds it,
+    each with ``probability`` (the share over the fitted mass of that cell, at most 1).
+    Post-processing only."""
+    shares = summary.atom_shares()
+    if summary.histograms is None or not shares.any():
+        return ()
+    width = 2.0 / summary.histograms.shape[1]
+    u = weights / weights.sum()
+    out = []
+    for column, side in zip(*np.nonzero(shares), strict=True):
+        bound = -1.0 if side == 0 else 1.0
+        low, high = (-1.0, -1.0 + width) if side == 0 else (1.0 - width, 1.0)
+        mass = float(u[(points[:, column] >= low) & (points[:, column] <= high)].sum())
+        if mass > 0:
+            share = float(shares[column, side])
+            out.append((int(column), bound, low, high, min(1.0, share / mass)))
+    return tuple(out)

@@ -464,6 +464,19 @@ def _release_marginals(
         level_counts(sums.histograms[j], int(levels[j])) if per_level[j] else counts[j]
         for j in range(d)
     ]
+    # a continuous column's values exactly at its bounds in cells of their own (taken out of
+    # the end bins: still one cell per record)
+    atom_columns = (
+        np.flatnonzero(levels < 2)
+        if params.point_masses == "auto" and sums.atoms is not None
+        else np.zeros(0, dtype=np.int64)
+    )
+    for j in atom_columns:
+        assert sums.atoms is not None
+        edges = parts[j].copy()
+        edges[0] -= sums.atoms[j, 0]
+        edges[-1] -= sums.atoms[j, 1]
+        parts[j] = np.concatenate([edges, sums.atoms[j]])
     if with_nulls and sums.nulls is not None:
         parts = [np.append(part, sums.nulls[j]) for j, part in enumerate(parts)]
     noisy_cells, scale = release_histograms(np.concatenate(parts), budget, accountant, noise, d)
@@ -472,6 +485,9 @@ def _release_marginals(
     if with_nulls and nullable is not None:
         null_counts = np.where(nullable, [part[-1] for part in split], np.nan)
         split = [part[:-1] for part in split]
+    atoms = np.full((d, 2), np.nan)
+    for j in atom_columns:
+        atoms[j], split[j] = split[j][-2:], split[j][:-2]
     std = noise_std(scale, accountant)
     every = tuple(range(d))
     measured = None if binned.size == d else tuple(binned.tolist())
@@ -501,6 +517,10 @@ def _release_marginals(
                 std,
                 tuple(columns.tolist()),
             )
+        )
+    if atom_columns.size:  # the bounds' cells, released with them
+        statistics.append(
+            NoisyStatistic("atoms", "histograms", None, atoms, std, tuple(atom_columns.tolist()))
         )
     if null_counts is not None:  # the histograms' null cells, released with them
         statistics.append(

@@ -185,6 +185,14 @@ class SynthesizerParams(BaseModel):
             "on, off, or auto (from 50 columns, where the model explains the measured pairs)."
         ),
     )
+    point_masses: Literal["auto", "off"] = Field(
+        default="auto",
+        description=(
+            "Measure how many of a continuous column's values sit exactly at each of its bounds "
+            "(cells of their own in its histogram, no extra budget) and reproduce them (auto), "
+            "or not (off)."
+        ),
+    )
     contingency_tables: Literal["auto", "off"] = Field(
         default="auto",
         description=(

@@ -17,7 +17,8 @@ def sample_scaled(
     """``rows`` synthetic records in scaled units [-1, 1]^d; up to ``herding_rows`` rows by
     kernel herding, more column by column where no relation was measured
     (``core.sampling.sample_records``); the rare values of a large category spread back over
-    their group (``core.sampling.spread_levels``)."""
+    their group (``core.sampling.spread_levels``); the point masses at the bounds are placed
+    (``result.atoms``)."""
     out = sample_records(
         result.candidates,
         result.weights,
@@ -27,6 +28,7 @@ def sample_scaled(
         herding_rows,
         independent=result.independent,
         levels=result.summary.levels,
+        atoms=result.atoms,
     )
     for group in result.rare:
         out = spread_levels(
