@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -25,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from benchmarks.scale import JvmPeak
+from benchmarks.scale import JvmPeak, run_child
 from benchmarks.speed import peak_rss_mb
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -131,19 +129,7 @@ def main(argv: list[str] | None = None) -> None:
     folder = make_table(args.rows)
     runs = {}
     for mode in ("zip", "nozip"):
-        proc = subprocess.run(
-            [sys.executable, "-m", "benchmarks", "levels", "--child", str(folder), mode],
-            check=False,
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-        )
-        if proc.returncode != 0:
-            sys.stderr.write(proc.stderr[-4000:])
-            raise SystemExit(f"the {mode} run failed")
-        runs[mode] = json.loads(
-            [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")][-1][7:]
-        )
+        runs[mode] = run_child(["levels", "--child", str(folder), mode], f"the {mode} run failed")
         print(mode, json.dumps(runs[mode]), flush=True)
     (ROOT / "benchmarks" / "levels.json").write_text(
         json.dumps(

@@ -173,6 +173,22 @@ def run_job(folder: str, n: int, d: int) -> dict:
     }
 
 
+def run_child(arguments: list[str], failure: str) -> dict:
+    """``python -m benchmarks ARGUMENTS`` in a fresh process (its own JVM and peak RSS); the
+    JSON it prints after ``RESULT ``. Exits with ``failure`` where it fails."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks", *arguments],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stderr[-4000:])
+        raise SystemExit(failure)
+    return json.loads([x for x in proc.stdout.splitlines() if x.startswith("RESULT ")][-1][7:])
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(
         prog="python -m benchmarks scale",
@@ -205,28 +221,9 @@ def main(argv: list[str] | None = None) -> None:
             continue
         row: dict = {"n": n, "d": args.d}
         for mode in ("numpy", "job"):
-            proc = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "benchmarks",
-                    "scale",
-                    "--child",
-                    mode,
-                    str(folder),
-                    str(n),
-                    str(args.d),
-                ],
-                check=False,
-                capture_output=True,
-                text=True,
-                cwd=ROOT,
-            )
-            if proc.returncode != 0:
-                sys.stderr.write(proc.stderr[-4000:])
-                raise SystemExit(f"{mode} run failed at n = {n}")
-            row[mode] = json.loads(
-                [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")][-1][7:]
+            row[mode] = run_child(
+                ["scale", "--child", mode, str(folder), str(n), str(args.d)],
+                f"{mode} run failed at n = {n}",
             )
         row["pass_over_numpy_1proc"] = row["job"]["pass_rows_per_s"] / row["numpy"]["rows_per_s"]
         row["pass_over_numpy_2cores"] = row["pass_over_numpy_1proc"] / 2

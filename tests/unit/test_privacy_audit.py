@@ -435,6 +435,34 @@ def test_pooled_histogram_audit():
             assert bound > 0.7, bound  # not vacuous
 
 
+def mixed_stage_outputs(
+    table, bounds, params, epsilon, lattice, nominal, stage, factor, seed, runs=RUNS
+):
+    """``runs`` releases (``release_summary``, with the columns' ``lattice`` levels and
+    ``nominal`` flags) of the exact sums of ``table``: the noisy vector each released at
+    ``stage`` (the log's index), the exact sums, and the last summary and accountant."""
+    spec = params.pass_spec(bounds.d, lattice, nominal)
+    sums = partial_sums([table], bounds.lower, bounds.upper, spec)
+    noise = RecordingNoise(np.random.default_rng(seed), factor)
+    out = []
+    for _ in range(runs):
+        noise.log.clear()
+        accountant = PrivacyAccountant(epsilon)
+        summary = release_summary(
+            sums,
+            bounds,
+            params,
+            accountant,
+            noise,
+            np.random.default_rng(0),
+            None,
+            lattice,
+            nominal,
+        )
+        out.append(noise.log[stage])
+    return np.array(out), sums, summary, accountant
+
+
 def test_level_histogram_audit():
     """One-way histograms with a lattice column measured per level and a continuous column's
     bounds in cells of their own (privacy.md 3c) at epsilon = 1, through ``release_summary`` as
@@ -458,30 +486,15 @@ def test_level_histogram_audit():
     lattice, nominal = np.array([8, 0]), np.array([True, False])
 
     def outputs(table, factor, seed):
-        sums = partial_sums([table], bounds.lower, bounds.upper, params.pass_spec(bounds.d))
-        noise = RecordingNoise(np.random.default_rng(seed), factor)
-        runs = []
-        for _ in range(RUNS):
-            noise.log.clear()
-            accountant = PrivacyAccountant(epsilon)
-            release_summary(
-                sums,
-                bounds,
-                params,
-                accountant,
-                noise,
-                np.random.default_rng(0),
-                None,
-                lattice,
-                nominal,
-            )
-            runs.append(noise.log[1])  # count, histograms, basis sums
+        runs, sums, _, accountant = mixed_stage_outputs(
+            table, bounds, params, epsilon, lattice, nominal, 1, factor, seed
+        )  # count, histograms, basis sums
         charge = next(c for c in accountant.charges if c.stage == "histograms")
         assert charge.sensitivity == 2.0 and charge.epsilon == pytest.approx(1.0)
         fine, atoms = sums.histograms, sums.atoms
         binned = coarsen_histograms(fine[1:], 4).ravel() - [atoms[1, 0], 0, 0, atoms[1, 1]]
         truth = np.concatenate([level_counts(fine[0], 8), binned, atoms[1]])
-        return np.array(runs), truth
+        return runs, truth
 
     for factor, expect_above in ((1.0, False), (0.5, True)):
         out_d, truth_d = outputs(base, factor, 61)
@@ -517,31 +530,15 @@ def test_contingency_table_audit():
     neighbour = np.vstack([base, [[3.0, 2.0]]])
     lattice, nominal = np.array([4, 3]), np.array([True, True])
     tables = table_pairs(lattice, nominal)
-    spec = params.pass_spec(bounds.d, lattice, nominal)
 
     def outputs(table, factor, seed):
-        sums = partial_sums([table], bounds.lower, bounds.upper, spec)
-        noise = RecordingNoise(np.random.default_rng(seed), factor)
-        runs = []
-        for _ in range(RUNS // 2):
-            noise.log.clear()
-            accountant = PrivacyAccountant(epsilon)
-            summary = release_summary(
-                sums,
-                bounds,
-                params,
-                accountant,
-                noise,
-                np.random.default_rng(0),
-                None,
-                lattice,
-                nominal,
-            )
-            runs.append(noise.log[2])  # count, histograms, tables, basis sums
+        runs, sums, summary, accountant = mixed_stage_outputs(
+            table, bounds, params, epsilon, lattice, nominal, 2, factor, seed, RUNS // 2
+        )  # count, histograms, tables, basis sums
         assert summary.tables is not None and summary.tables.query == tables
         charge = next(c for c in accountant.charges if c.stage == "tables")
         assert charge.sensitivity == 1.0 and charge.epsilon == pytest.approx(1.0)
-        return np.array(runs), sums.tables.astype(float)
+        return runs, sums.tables.astype(float)
 
     for factor, expect_above in ((1.0, False), (0.5, True)):
         out_d, truth_d = outputs(base, factor, 71)
