@@ -154,7 +154,7 @@ def narrow_table() -> tuple[dict, dict, np.ndarray]:
     ("epsilon", "baseline", "strong_min", "absent_max"),
     [
         (1.0, {"pair_factors": "chebyshev"}, 0.4, 0.1),
-        (0.3, {"factor_degree": 3}, 0.25, 0.06),
+        (0.3, {"factor_degree": 3}, 0.25, 0.08),
     ],
 )
 def test_spread_factors_keep_the_relations_of_narrow_columns(
@@ -168,8 +168,9 @@ def test_spread_factors_keep_the_relations_of_narrow_columns(
     error is at most 0.75x the baseline's (seeded, so deterministic). At epsilon 1 against the
     Chebyshev pair terms: measured 0.46-0.56 and 0.019, 0.083 against 0.147 (which invented
     -0.50 on one absent pair). At epsilon 0.3 against degree-3 factors, which cannot take as
-    sharp a step where the data are: 0.28-0.52 and 0.053, 0.115 against 0.195 (-0.09 on one
-    strong pair)."""
+    sharp a step where the data are: 0.48-0.58 and 0.071, 0.090 against 0.166 (the absent
+    pairs move with the release's noise: with the bounds' cells off, 0.28-0.52 and 0.052 on
+    the same seeds)."""
     data, bounds, real = narrow_table()
     iu = np.triu_indices(4, 1)
     strong = np.array([True, False, False, False, False, True])  # (0, 1) and (2, 3)
