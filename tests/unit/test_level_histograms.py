@@ -98,8 +98,8 @@ def _release(frame: pd.DataFrame, columns: list[dict], epsilon: float, seed: int
 def test_a_dominant_category_keeps_its_share_in_the_release():
     """A 42-value category with 90% of its rows on its first value (Adult's native-country):
     measured as an index on 32 or 64 bins, its first two values shared a bin and came back at
-    about 45% each. Per level, at epsilon 1 and 0.1 (three seeds each), every share is within 3
-    points of the real one."""
+    about 45% each. Per level, at epsilon 1 and 0.1 (one seed each; measured over three: within
+    1.5 points), every share is within 3 points of the real one."""
     rng = np.random.default_rng(1)
     n = 20_000
     country = np.where(rng.random(n) < 0.9, 0, rng.integers(1, 42, n))
@@ -109,15 +109,14 @@ def test_a_dominant_category_keeps_its_share_in_the_release():
         {"name": "age", "lower": 18, "upper": 90},
     ]
     real = np.bincount(country, minlength=42) / n
-    for epsilon in (1.0, 0.1):
-        for seed in range(3):
-            synth, out = _release(frame, columns, epsilon, seed)
-            shares = np.bincount(out["country"], minlength=42) / len(out)
-            assert np.abs(shares - real).max() <= 0.03, (epsilon, seed, shares[:3])
+    for epsilon, seed in ((1.0, 0), (0.1, 1)):
+        _, out = _release(frame, columns, epsilon, seed)
+        shares = np.bincount(out["country"], minlength=42) / len(out)
+        assert np.abs(shares - real).max() <= 0.03, (epsilon, seed, shares[:3])
 
 
 def test_an_integer_spike_is_reproduced_and_the_summary_round_trips():
-    """hours-per-week (49% at 40 on 0..98) at epsilon 1, three seeds: the release's share at 40
+    """hours-per-week (49% at 40 on 0..98) at epsilon 1, two seeds: the release's share at 40
     is within 3 points of the real one (binned, the spike shared its bin evenly with its
     neighbours). The persisted summary gives back the same marginals, per-level ones included."""
     from dpsmooth_spark.mechanisms.synthesizer import NoisySummary
@@ -127,7 +126,7 @@ def test_an_integer_spike_is_reproduced_and_the_summary_round_trips():
     frame = pd.DataFrame({"hours": _hours(rng, n), "flag": rng.integers(0, 2, n)})
     columns = [{"name": "hours", "lower": 0, "upper": 98}, {"name": "flag", "values": [0, 1]}]
     real = np.mean(frame["hours"] == 40)
-    for seed in range(3):
+    for seed in range(2):
         synth, out = _release(frame, columns, 1.0, seed)
         assert abs(np.mean(out["hours"] == 40) - real) <= 0.03, seed
     summary = synth.result_.summary

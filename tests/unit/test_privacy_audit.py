@@ -487,7 +487,7 @@ def test_level_histogram_audit():
 
     def outputs(table, factor, seed):
         runs, sums, _, accountant = mixed_stage_outputs(
-            table, bounds, params, epsilon, lattice, nominal, 1, factor, seed
+            table, bounds, params, epsilon, lattice, nominal, 1, factor, seed, RUNS // 2
         )  # count, histograms, basis sums
         charge = next(c for c in accountant.charges if c.stage == "histograms")
         assert charge.sensitivity == 2.0 and charge.epsilon == pytest.approx(1.0)

@@ -125,16 +125,16 @@ def _joint_tvd(real: pd.DataFrame, synthetic: pd.DataFrame) -> float:
 
 @pytest.mark.parametrize(("epsilon", "within"), [(1.0, 0.03), (0.3, 0.06)])
 def test_a_nominal_relation_is_released_through_its_table(epsilon, within):
-    """At epsilon 1 and 0.3 (three seeds each), with the tables the release's a x b table is
-    within ``within`` of the real one in total variation (the table's noise alone leaves about
-    0.01 and 0.04); without them (``contingency_tables: off``: the pair terms of the codes) it is
-    farther than 0.2, near the independent table's 0.35. The summary names the table and
-    reloads to the same fit inputs."""
+    """At epsilon 1 and 0.3 (seed 0; measured over three), with the tables the release's a x b
+    table is within ``within`` of the real one in total variation (the table's noise alone
+    leaves about 0.01 and 0.04); without them (``contingency_tables: off``: the pair terms of
+    the codes) it is farther than 0.2, near the independent table's 0.35. The summary names the
+    table and reloads to the same fit inputs."""
     from dpsmooth_spark import Synthesizer
     from dpsmooth_spark.mechanisms.synthesizer import NoisySummary
 
     frame = _nominal_relation(np.random.default_rng(3), 20_000)
-    for seed in range(3):
+    for seed in (0,):
         with_tables = Synthesizer(COLUMNS, epsilon, random_state=seed).fit(frame)
         off = Synthesizer(
             COLUMNS, epsilon, mechanism={"contingency_tables": "off"}, random_state=seed
