@@ -276,9 +276,7 @@ class LevelHistogram:
         """``(C, len(columns))`` the function (row) index of each point's level per column:
         the nearest level."""
         points = np.atleast_2d(points)[:, list(self.columns)]
-        top = np.array(self.levels, dtype=np.float64) - 1.0
-        level = np.clip(np.rint((points + 1.0) / 2.0 * top), 0, top).astype(np.int64)
-        return level + self.offsets[:-1]
+        return lattice_level(points, np.array(self.levels)) + self.offsets[:-1]
 
     def evaluate(self, points: np.ndarray) -> np.ndarray:
         """Indicator values at ``points`` (``(C, d)``): array ``(size, C)``."""
@@ -287,6 +285,15 @@ class LevelHistogram:
     def mass(self, points: np.ndarray, weights: np.ndarray) -> np.ndarray:
         """The weight that ``points`` put on each level, ``(size,)``."""
         return indicator_mass(self.cells_of(points), weights, self.size)
+
+
+def lattice_level(x: np.ndarray, levels: np.ndarray | int) -> np.ndarray:
+    """The nearest of a lattice column's ``levels`` points ``-1 + 2 l / (levels - 1)`` to each
+    scaled value, as the level's index ``l`` (int64)."""
+    top = np.asarray(levels, dtype=np.float64) - 1.0
+    return np.clip(np.rint((np.asarray(x) + 1.0) / 2.0 * top), 0, np.maximum(top, 0)).astype(
+        np.int64
+    )
 
 
 def indicator_values(cells: np.ndarray, size: int) -> np.ndarray:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from dpsmooth_spark.core.chebyshev import lattice_level
+
 
 def reflect_into_cube(x: np.ndarray) -> np.ndarray:
     """Fold values back into [-1, 1] by reflection at the bounds (``1.2 -> 0.8``).
@@ -302,9 +304,8 @@ def spread_levels(
     ``representative`` level redrawn among the ``group`` levels it stands for, by their
     ``shares`` (summing to 1): rare values of a large category share one level in the fit and
     come back as themselves in the release."""
-    steps = levels - 1
-    at = np.flatnonzero(np.rint((rows[:, column] + 1.0) * steps / 2.0) == representative)
+    at = np.flatnonzero(lattice_level(rows[:, column], levels) == representative)
     if at.size:
         drawn = group[rng.choice(group.size, at.size, p=shares)]
-        rows[at, column] = -1.0 + 2.0 * drawn / steps
+        rows[at, column] = -1.0 + 2.0 * drawn / (levels - 1)
     return rows

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpsmooth_spark.core.chebyshev import indicator_mass, indicator_values
+from dpsmooth_spark.core.chebyshev import indicator_mass, indicator_values, lattice_level
 
 TABLE_BINS = 8
 """Cells of a column that is not nominal in a contingency table (equal cells of [-1, 1])."""
@@ -69,8 +69,8 @@ class ContingencyTables:
         """``(C, d)`` each point's cell in each column (0 where the column is in no table)."""
         x = np.atleast_2d(points)
         cells = np.asarray(self.cells, dtype=np.int64)
-        levels = np.asarray(self.levels, dtype=np.float64)
-        on_levels = np.clip(np.rint((x + 1.0) / 2.0 * (levels - 1.0)), 0, np.maximum(levels - 1, 0))
+        levels = np.asarray(self.levels, dtype=np.int64)
+        on_levels = lattice_level(x, levels)
         binned = np.clip(
             np.floor((x + 1.0) * (np.maximum(cells, 1) / 2.0)), 0, np.maximum(cells - 1, 0)
         )

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpsmooth_spark.core.chebyshev import HistogramBasis, chebyshev_table
+from dpsmooth_spark.core.chebyshev import HistogramBasis, chebyshev_table, lattice_level
 from dpsmooth_spark.core.marginals import (
     GridMarginals,
     correlation_from_covariance,
@@ -316,9 +316,7 @@ def make_candidates(
         points = snap_to_lattice(points, summary.levels, marginals.cells)
     rare = rare_levels(summary, marginals, count)
     for group in rare:
-        steps = group.levels - 1
-        level = np.rint((points[:, group.column] + 1.0) * steps / 2.0).astype(np.int64)
-        at = np.isin(level, group.group)
-        points[at, group.column] = -1.0 + 2.0 * group.representative / steps
+        at = np.isin(lattice_level(points[:, group.column], group.levels), group.group)
+        points[at, group.column] = -1.0 + 2.0 * group.representative / (group.levels - 1)
     share = params.copula_share if correlation is not None and summary.basis.d >= 2 else 0.0
     return Candidates(points, log_prior, marginals, share, rare)
