@@ -51,18 +51,24 @@ def correlated_batches(n: int, d: int, batch: int = 1_000_000) -> Iterator[np.nd
         yield np.clip(0.3 * rng.normal(size=(min(batch, n - start), d)) @ mix, -1, 1)
 
 
+ROW_GROUP_BYTES = 128 << 20
+"""Row groups of at most 128 MiB, as Spark writes them (``parquet.block.size``): Spark's reader
+holds a whole row group's column chunks, so one of 800 MB at 1,000 columns exhausts its heap."""
+
+
 def make_table(n: int, d: int) -> Path:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    path = BUILD / f"table_n{n}_d{d}.parquet"
+    path = BUILD / f"table_n{n}_d{d}_rg128m.parquet"
     if path.exists():
         return path
     BUILD.mkdir(parents=True, exist_ok=True)
     with pq.ParquetWriter(path, pa.schema([(f"c{i}", pa.float64()) for i in range(d)])) as writer:
         for x in correlated_batches(n, d):
             writer.write_table(
-                pa.table({f"c{i}": x[:, i] for i in range(d)}), row_group_size=250_000
+                pa.table({f"c{i}": x[:, i] for i in range(d)}),
+                row_group_size=min(250_000, ROW_GROUP_BYTES // (8 * d)),
             )
     return path
 

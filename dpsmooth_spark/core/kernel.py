@@ -78,6 +78,13 @@ class ExactSums:
             contingency tables (``PassSpec.tables``; ``None``: not computed).
         atoms: ``(d, 2)`` int64 counts of the values (after clamping) exactly at each column's
             lower and upper bound, over the same rows as ``histograms`` (``None``: not computed).
+        clip_levels: the L1 norms ``kappa_0 < .. < kappa_{K-1}`` (scaled units) of
+            ``PassSpec.clip_levels``, where ``clipped`` was computed.
+        clipped: ``(2, K + 1, d (d - 1) / 2)`` int64, the second moments of the rows in each band
+            of their L1 norm ``s = |x|_1`` (band ``b``: ``kappa_{b-1} < s <= kappa_b``), upper
+            triangle: ``[0, b]`` sums ``q(x_i) q(x_j)``, ``[1, b]`` sums ``q(x_i / s) q(x_j / s)``,
+            at scale ``SCALE**2`` (``None``: not computed). :meth:`clipped_second_moments` reads
+            the norm-clipped second moments at any level from them.
     """
 
     degree: int
@@ -93,6 +100,8 @@ class ExactSums:
     rows_null: int = 0
     tables: np.ndarray | None = None
     atoms: np.ndarray | None = None
+    clip_levels: tuple[float, ...] = ()
+    clipped: np.ndarray | None = None
 
     @classmethod
     def zero(
@@ -103,6 +112,7 @@ class ExactSums:
         histogram_cells: int = 0,
         null_cells: bool = False,
         table_cells: int = 0,
+        clip_levels: tuple[float, ...] = (),
     ) -> ExactSums:
         """The neutral element of :meth:`merge`."""
         size = 1 + d * degree
@@ -118,6 +128,12 @@ class ExactSums:
             nulls=np.zeros(d, dtype=np.int64) if null_cells else None,
             tables=np.zeros(table_cells, dtype=np.int64) if table_cells else None,
             atoms=np.zeros((d, 2), dtype=np.int64) if histogram_cells else None,
+            clip_levels=tuple(clip_levels),
+            clipped=(
+                np.zeros((2, len(clip_levels) + 1, d * (d - 1) // 2), dtype=np.int64)
+                if clip_levels
+                else None
+            ),
         )
 
     @property
@@ -149,7 +165,20 @@ class ExactSums:
             self.rows_null + other.rows_null,
             None if self.tables is None or other.tables is None else self.tables + other.tables,
             None if self.atoms is None or other.atoms is None else self.atoms + other.atoms,
+            self.clip_levels,
+            None if self.clipped is None or other.clipped is None else self.clipped + other.clipped,
         )
+
+    def clipped_second_moments(self, level: int) -> np.ndarray:
+        """``sum_x min(1, kappa / |x|_1)^2 x_i x_j`` for every pair ``i < j`` (upper-triangle
+        order, scaled units, float64): each row's vector clipped to L1 norm ``kappa`` (the
+        ``level``-th of :attr:`clip_levels`), so that a record moves the ``d (d - 1) / 2`` sums
+        by at most ``kappa^2 / 2`` in all (docs/privacy.md 3h)."""
+        if self.clipped is None:
+            raise ValueError("the data pass did not compute the norm-clipped second moments")
+        kappa = self.clip_levels[level]
+        bands = self.clipped.astype(np.float64) / SCALE**2
+        return bands[0, : level + 1].sum(axis=0) + kappa**2 * bands[1, level + 1 :].sum(axis=0)
 
     def tensor_sums(self) -> np.ndarray:
         """Exact ``sum_x prod_i T_{r_i}(x_i)`` for every ``r`` in ``{0..t-1}^d``: shape
@@ -207,6 +236,8 @@ class PassSpec:
             a null in a column declared nullable enters the histograms and the null counts, not
             the other sums).
         tables: count the rows in these contingency tables' cells (``None`` skips it).
+        clip_levels: increasing L1 norms (scaled units) at which the norm-clipped second moments
+            of the columns can be read (``ExactSums.clipped``; empty skips them).
     """
 
     degree: int = 1
@@ -215,6 +246,32 @@ class PassSpec:
     histogram_cells: int = 0
     null_cells: bool = False
     tables: ContingencyTables | None = None
+    clip_levels: tuple[float, ...] = ()
+
+
+def clipped_bands(x: np.ndarray, levels: np.ndarray) -> np.ndarray:
+    """One chunk's contribution to ``ExactSums.clipped``: ``(2, K + 1, d (d - 1) / 2)`` int64.
+
+    Each row falls in the band of its L1 norm ``s`` among the ``K`` ``levels``; its fixed-point
+    values ``q(x)`` and ``q(x / s)`` enter that band's two Gram matrices (products below
+    ``2**32``, exact in float64 for at most ``GEMM_CHUNK_ROWS`` rows)."""
+    n, d = x.shape
+    upper = np.triu_indices(d, 1)
+    out = np.zeros((2, levels.size + 1, upper[0].size), dtype=np.int64)
+    norms = np.abs(x).sum(axis=1)
+    band = np.searchsorted(levels, norms, side="left")
+    order = np.argsort(band, kind="stable")
+    edges = np.searchsorted(band[order], np.arange(levels.size + 2), side="left")
+    for b in range(levels.size + 1):
+        rows = order[edges[b] : edges[b + 1]]
+        if not rows.size:
+            continue
+        part = x[rows]
+        unit = part / np.maximum(norms[rows], 1e-300)[:, None]
+        for k, values in enumerate((part, unit)):
+            q = np.rint(values * SCALE)
+            out[k, b] = (q.T @ q)[upper].astype(np.int64)
+    return out
 
 
 def snap_to_grid(x: np.ndarray, points: int) -> np.ndarray:
@@ -281,6 +338,10 @@ def partial_sums(
     nulls = np.zeros(d, dtype=np.int64) if spec.null_cells else None
     tables = None if spec.tables is None else np.zeros(spec.tables.size, dtype=np.int64)
     atoms = np.zeros((d, 2), dtype=np.int64) if cells else None
+    levels = np.asarray(spec.clip_levels, dtype=np.float64)
+    clipped = (
+        np.zeros((2, levels.size + 1, d * (d - 1) // 2), dtype=np.int64) if levels.size else None
+    )
     seen = invalid = clamped = rows_null = 0
     for item in batches:
         batch, mask = item if isinstance(item, tuple) else (item, None)
@@ -321,6 +382,8 @@ def partial_sums(
         for start in range(0, x.shape[0], GEMM_CHUNK_ROWS):
             z = design_columns(x[start : start + GEMM_CHUNK_ROWS], spec.degree)
             total += (z.T @ z).astype(np.int64)
+            if clipped is not None:
+                clipped += clipped_bands(x[start : start + GEMM_CHUNK_ROWS], levels)
         if histograms is not None:
             histograms += np.bincount(
                 (histogram_cell(x, cells) + cells * np.arange(d)).ravel(), minlength=d * cells
@@ -344,4 +407,6 @@ def partial_sums(
         rows_null,
         tables,
         atoms,
+        tuple(spec.clip_levels),
+        clipped,
     )

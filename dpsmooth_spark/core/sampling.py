@@ -17,6 +17,10 @@ def reflect_into_cube(x: np.ndarray) -> np.ndarray:
     return np.where(y > 2.0, 4.0 - y, y) - 1.0
 
 
+JITTER_BLOCK_VALUES = 1 << 20
+"""Values jittered at a time by :func:`sample_records` (8 MiB of float64 per temporary)."""
+
+
 HERDING_CELLS = 64
 """Cells per column of the one-way marginals that herding follows (the fidelity baseline's)."""
 HERDING_PAIR_CELLS = 8
@@ -258,8 +262,13 @@ def sample_records(
         picked[at, column] = bound
         fixed[at, column] = True
     if np.any(jitter > 0):
-        moved = reflect_into_cube(picked + rng.standard_normal(picked.shape) * jitter)
-        picked = np.where(fixed, picked, moved)
+        # in blocks of rows, in place: the draws are the same as one call's, and the
+        # temporaries stay small (four copies of 10^5 x 1,000 values took 3 GB at once)
+        step = max(1, JITTER_BLOCK_VALUES // max(picked.shape[1], 1))
+        for start in range(0, picked.shape[0], step):
+            block = picked[start : start + step]
+            moved = reflect_into_cube(block + rng.standard_normal(block.shape) * jitter)
+            np.copyto(block, moved, where=~fixed[start : start + step])
         if herds(rows, herding_rows):
             picked = reorder_to_correlation(
                 picked, mixture_correlation(candidates, weights, jitter), jitter > 0

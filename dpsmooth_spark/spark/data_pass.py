@@ -1,8 +1,9 @@
 """The one pass over the sensitive table: exact partial sums per partition, reduced on the driver.
 
-Each task runs :func:`dpsmooth_spark.core.kernel.partial_sums` over its Arrow batches and emits one
-row (the integer Gram matrix as bytes plus row counters). The driver adds the rows with Python
-integers, so the result is exact and does not depend on partitioning or task retries.
+Each task runs :func:`dpsmooth_spark.core.kernel.partial_sums` over its Arrow batches and emits its
+exact integers (the Gram matrix as limbs, histograms, row counters) in chunks of 1 MiB; the chunks
+are summed in int64 on the executors, so the result is exact and does not depend on partitioning
+or task retries.
 """
 
 from __future__ import annotations
@@ -22,28 +23,21 @@ from dpsmooth_spark.core.quantile_grid import QuantileGrid
 from dpsmooth_spark.spark.io import quote
 from dpsmooth_spark.spark.session import default_parallelism
 
-RESULT_SCHEMA = (
-    "gram_hi binary, gram_lo binary, tensor_hi binary, tensor_lo binary, histograms binary, "
-    "nulls binary, tables binary, atoms binary, rows_seen long, rows_invalid long, "
-    "rows_clamped long, "
-    "rows_null long"
-)
-"""One (partial) result: each exact integer ``v`` of the Gram matrix and the tensor sums travels as
-two int64 limbs with ``v = hi * 2**LIMB_BITS + lo``. A task's limbs lie below 2**32 in magnitude,
-so adding the limbs of up to 2**31 results in int64 is exact, in any order."""
+RESULT_SCHEMA = "chunk int, values binary"
+"""One (partial) result, cut into chunks: every exact integer of a task's sums as int64 values in
+the order of :func:`_layout`, a Gram or tensor integer ``v`` as two limbs with
+``v = hi * 2**LIMB_BITS + lo``. A task's limbs lie below 2**32 in magnitude, so adding the values
+of up to 2**31 results in int64 is exact, in any order."""
 LIMB_BITS = 32
 MERGE_GROUPS = 64
-"""The per-task results are merged in this many groups on the executors, then on the driver."""
-_LIMB_COLUMNS = (
-    "gram_hi",
-    "gram_lo",
-    "tensor_hi",
-    "tensor_lo",
-    "histograms",
-    "nulls",
-    "tables",
-    "atoms",
-)
+"""The per-task results are merged in this many groups on the executors first."""
+CHUNK_VALUES = 1 << 17
+"""A result travels in chunks of at most this many int64 values (1 MiB), one row each. Where a
+result has more than one chunk (a wide table's Gram: 144 MB at 1,000 columns), the chunks are
+merged a second time on the executors, one group per chunk, so the driver receives one merged
+copy (not one per group: 64 copies exhausted a 1 GiB driver heap at 1,000 columns)."""
+_ROW_BATCH = 8
+"""Chunks per Arrow batch a task yields (8 MiB)."""
 _COUNTERS = ("rows_seen", "rows_invalid", "rows_clamped", "rows_null")
 
 
@@ -75,117 +69,166 @@ def _kernel(codec: TableCodec, spec: PassSpec):
                 if batch.num_rows:
                     yield encode(batch)
 
-        yield _result_batch(partial_sums(arrays(), lower, upper, spec))
+        yield from _result_batches(partial_sums(arrays(), lower, upper, spec))
 
     return run
 
 
-def _limbs(values: np.ndarray | None) -> tuple[bytes, bytes]:
+def _zero(d: int, spec: PassSpec) -> ExactSums:
+    return ExactSums.zero(
+        d,
+        spec.degree,
+        spec.tensor_degree,
+        spec.histogram_cells,
+        spec.null_cells,
+        0 if spec.tables is None else spec.tables.size,
+        spec.clip_levels,
+    )
+
+
+def _layout(d: int, spec: PassSpec) -> list[tuple[str, int]]:
+    """The fields of a flattened result and their lengths, in order (from the pass's spec)."""
+    zero = _zero(d, spec)
+
+    def size(values: np.ndarray | None) -> int:
+        return 0 if values is None else int(np.asarray(values).size)
+
+    return [
+        ("gram_hi", size(zero.gram)),
+        ("gram_lo", size(zero.gram)),
+        ("tensor_hi", size(zero.tensor)),
+        ("tensor_lo", size(zero.tensor)),
+        ("histograms", size(zero.histograms)),
+        ("nulls", size(zero.nulls)),
+        ("tables", size(zero.tables)),
+        ("atoms", size(zero.atoms)),
+        ("clipped_hi", size(zero.clipped)),
+        ("clipped_lo", size(zero.clipped)),
+        ("counters", len(_COUNTERS)),
+    ]
+
+
+def _limbs(values: np.ndarray | None) -> list[np.ndarray]:
     if values is None:
-        return b"", b""
-    v = np.asarray(values, dtype=np.int64)
-    return (v >> LIMB_BITS).tobytes(), (v & ((1 << LIMB_BITS) - 1)).tobytes()
+        return [np.zeros(0, dtype=np.int64)] * 2
+    v = np.asarray(values, dtype=np.int64).ravel()
+    return [v >> LIMB_BITS, v & ((1 << LIMB_BITS) - 1)]
 
 
-def _from_limbs(hi: bytes, lo: bytes) -> np.ndarray:
-    """The exact integers (object array of Python ints) of two limb buffers."""
-    return np.frombuffer(hi, dtype=np.int64).astype(object) * (1 << LIMB_BITS) + np.frombuffer(
-        lo, dtype=np.int64
-    ).astype(object)
+def _flatten(sums: ExactSums) -> np.ndarray:
+    """One task's exact sums as the int64 values of :func:`_layout`."""
 
+    def counts(values: np.ndarray | None) -> np.ndarray:
+        return np.zeros(0, dtype=np.int64) if values is None else values.astype(np.int64).ravel()
 
-def _result_batch(sums: ExactSums) -> pa.RecordBatch:
-    """One task's exact sums as a one-row Arrow batch of :data:`RESULT_SCHEMA`."""
-    gram_hi, gram_lo = _limbs(sums.gram)
-    tensor_hi, tensor_lo = _limbs(sums.tensor)
-    histograms = b"" if sums.histograms is None else sums.histograms.astype(np.int64).tobytes()
-    nulls = b"" if sums.nulls is None else sums.nulls.astype(np.int64).tobytes()
-    tables = b"" if sums.tables is None else sums.tables.astype(np.int64).tobytes()
-    atoms = b"" if sums.atoms is None else sums.atoms.astype(np.int64).tobytes()
-    return pa.RecordBatch.from_pydict(
-        {
-            "gram_hi": [gram_hi],
-            "gram_lo": [gram_lo],
-            "tensor_hi": [tensor_hi],
-            "tensor_lo": [tensor_lo],
-            "histograms": [histograms],
-            "nulls": [nulls],
-            "tables": [tables],
-            "atoms": [atoms],
-            "rows_seen": [sums.rows_seen],
-            "rows_invalid": [sums.rows_invalid],
-            "rows_clamped": [sums.rows_clamped],
-            "rows_null": [sums.rows_null],
-        }
+    return np.concatenate(
+        [
+            *_limbs(sums.gram),
+            *_limbs(sums.tensor),
+            counts(sums.histograms),
+            counts(sums.nulls),
+            counts(sums.tables),
+            counts(sums.atoms),
+            *_limbs(sums.clipped),
+            np.array([getattr(sums, name) for name in _COUNTERS], dtype=np.int64),
+        ]
     )
 
 
-def _merge_table(table: pa.Table) -> pa.Table:
-    """Results of :data:`RESULT_SCHEMA` summed into one row (limb-wise, exact)."""
-    out: dict[str, list] = {}
-    for name in _LIMB_COLUMNS:
-        parts = [np.frombuffer(b, dtype=np.int64) for b in table.column(name).to_pylist() if b]
-        out[name] = [np.sum(parts, axis=0, dtype=np.int64).tobytes() if parts else b""]
-    for name in _COUNTERS:
-        out[name] = [sum(table.column(name).to_pylist())]
-    return pa.table(
-        out,
-        schema=pa.schema(
-            [(n, pa.binary()) for n in _LIMB_COLUMNS] + [(n, pa.int64()) for n in _COUNTERS]
-        ),
-    )
+def _result_batches(sums: ExactSums) -> Iterator[pa.RecordBatch]:
+    """One task's exact sums as rows of :data:`RESULT_SCHEMA`, :data:`_ROW_BATCH` per batch."""
+    values = _flatten(sums)
+    starts = range(0, values.size, CHUNK_VALUES)
+    for first in range(0, len(starts), _ROW_BATCH):
+        chunks = list(starts[first : first + _ROW_BATCH])
+        yield pa.RecordBatch.from_pydict(
+            {
+                "chunk": pa.array([s // CHUNK_VALUES for s in chunks], type=pa.int32()),
+                "values": [values[s : s + CHUNK_VALUES].tobytes() for s in chunks],
+            }
+        )
+
+
+def _sum_chunks(table: pa.Table) -> pa.Table:
+    """Rows of :data:`RESULT_SCHEMA` summed chunk by chunk (int64, exact)."""
+    chunks = np.asarray(table.column("chunk").to_numpy(zero_copy_only=False))
+    values = table.column("values").to_pylist()
+    out_chunks, out_values = [], []
+    for chunk in np.unique(chunks):
+        parts = [np.frombuffer(values[i], dtype=np.int64) for i in np.flatnonzero(chunks == chunk)]
+        out_chunks.append(int(chunk))
+        out_values.append(np.sum(parts, axis=0, dtype=np.int64).tobytes())
+    chunk_column = pa.array(out_chunks, type=pa.int32())
+    return pa.table({"chunk": chunk_column, "values": pa.array(out_values, type=pa.binary())})
+
+
+def _exact(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
+    """The exact integers (object array of Python ints) of two limb arrays."""
+    if hi.size and int(np.abs(hi).max()) < 1 << (62 - LIMB_BITS):  # fits in int64
+        return ((hi << LIMB_BITS) + lo).astype(object)
+    return hi.astype(object) * (1 << LIMB_BITS) + lo.astype(object)
 
 
 def _merge_results(results: DataFrame, d: int, spec: PassSpec) -> ExactSums:
-    """Merge the per-task results exactly: in :data:`MERGE_GROUPS` groups on the executors (the
-    driver receives a few results, not one per partition: tens of thousands on a large table,
-    docs/scaling.md), then on the driver. DataFrame operations only, so the same code runs on
+    """Merge the per-task results exactly: in :data:`MERGE_GROUPS` groups per chunk on the
+    executors (the driver receives a few results, not one per partition: tens of thousands on a
+    large table, docs/scaling.md), then, where a result has several chunks, once more per chunk
+    on the executors, else on the driver. DataFrame operations only, so the same code runs on
     classic Spark and on Spark Connect."""
-    grouped = results.selectExpr("*", f"spark_partition_id() % {MERGE_GROUPS} AS _group").groupBy(
-        "_group"
+    layout = _layout(d, spec)
+    total = sum(n for _, n in layout)
+    merged = (
+        results.selectExpr("*", f"spark_partition_id() % {MERGE_GROUPS} AS _group")
+        .groupBy("_group", "chunk")
+        .applyInArrow(_sum_chunks, RESULT_SCHEMA)
     )
-    merged = _merge_table(grouped.applyInArrow(_merge_table, RESULT_SCHEMA).toArrow())
-    if not merged.column("gram_hi")[0].as_py():
-        return ExactSums.zero(
-            d,
-            spec.degree,
-            spec.tensor_degree,
-            spec.histogram_cells,
-            spec.null_cells,
-            0 if spec.tables is None else spec.tables.size,
+    if total > CHUNK_VALUES:
+        merged = merged.groupBy("chunk").applyInArrow(_sum_chunks, RESULT_SCHEMA)
+    rows = _sum_chunks(merged.toArrow())
+    if not rows.num_rows:
+        return _zero(d, spec)
+    values = np.concatenate(
+        [np.frombuffer(v, dtype=np.int64) for v in rows.column("values").to_pylist()]
+    )
+    if values.size != total:
+        raise RuntimeError(f"the data pass returned {values.size} values, expected {total}")
+    fields = dict(
+        zip(
+            [name for name, _ in layout],
+            np.split(values, np.cumsum([n for _, n in layout])[:-1]),
+            strict=True,
         )
+    )
     size = 1 + d * spec.degree
-    row = {name: merged.column(name)[0].as_py() for name in merged.column_names}
-    tensor = _from_limbs(row["tensor_hi"], row["tensor_lo"]) if spec.tensor_degree else None
-    histograms = (
-        np.frombuffer(row["histograms"], dtype=np.int64).reshape(d, spec.histogram_cells).copy()
-        if spec.histogram_cells
-        else None
-    )
-    nulls = np.frombuffer(row["nulls"], dtype=np.int64).copy() if spec.null_cells else None
-    tables = (
-        np.frombuffer(row["tables"], dtype=np.int64).copy() if spec.tables is not None else None
-    )
-    atoms = (
-        np.frombuffer(row["atoms"], dtype=np.int64).reshape(d, 2).copy()
-        if spec.histogram_cells
-        else None
-    )
+    counters = dict(zip(_COUNTERS, (int(v) for v in fields["counters"]), strict=True))
     return ExactSums(
         spec.degree,
         d,
-        _from_limbs(row["gram_hi"], row["gram_lo"]).reshape(size, size),
-        row["rows_seen"],
-        row["rows_invalid"],
-        row["rows_clamped"],
+        _exact(fields["gram_hi"], fields["gram_lo"]).reshape(size, size),
+        counters["rows_seen"],
+        counters["rows_invalid"],
+        counters["rows_clamped"],
         spec.tensor_degree,
-        tensor,
-        histograms,
-        nulls,
-        row["rows_null"],
-        tables,
-        atoms,
+        _exact(fields["tensor_hi"], fields["tensor_lo"]) if spec.tensor_degree else None,
+        fields["histograms"].reshape(d, spec.histogram_cells).copy()
+        if spec.histogram_cells
+        else None,
+        fields["nulls"].copy() if spec.null_cells else None,
+        counters["rows_null"],
+        fields["tables"].copy() if spec.tables is not None else None,
+        fields["atoms"].reshape(d, 2).copy() if spec.histogram_cells else None,
+        tuple(spec.clip_levels),
+        _clipped(fields["clipped_hi"], fields["clipped_lo"], d, spec),
     )
+
+
+def _clipped(hi: np.ndarray, lo: np.ndarray, d: int, spec: PassSpec) -> np.ndarray | None:
+    """The norm-clipped bands (``ExactSums.clipped``) from their limbs, int64: a band's sum of
+    products below ``2**32`` fits for up to ``2**31`` rows."""
+    if not spec.clip_levels:
+        return None
+    values = (hi << LIMB_BITS) + lo
+    return values.reshape(2, len(spec.clip_levels) + 1, d * (d - 1) // 2)
 
 
 def exact_sums(
@@ -342,17 +385,10 @@ def exact_sums_arrow(
                     if table.num_rows:
                         yield encode(table)
 
-        yield _result_batch(partial_sums(arrays(), lower, upper, spec))
+        yield from _result_batches(partial_sums(arrays(), lower, upper, spec))
 
     if not units:
-        return ExactSums.zero(
-            bounds.d,
-            spec.degree,
-            spec.tensor_degree,
-            spec.histogram_cells,
-            spec.null_cells,
-            0 if spec.tables is None else spec.tables.size,
-        )
+        return _zero(bounds.d, spec)
     tasks = max(1, min(len(units), default_parallelism(spark) * 4))
     plan = spark.createDataFrame(units, "file string, row_group int").repartition(tasks)
     return _merge_results(plan.mapInArrow(run, RESULT_SCHEMA), bounds.d, spec)

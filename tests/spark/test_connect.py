@@ -64,6 +64,11 @@ def test_data_pass_through_connect_is_exact(spark, remote, wdbc_table, wdbc_boun
         assert (sums.histograms == expected.histograms).all()
         np.testing.assert_array_equal(sums.tables, expected.tables)
         assert (sums.rows_seen, sums.count) == (569, 569)
+    wide = PassSpec(9)  # a Gram of several chunks: merged per chunk on the executors too
+    assert (
+        exact_sums(df, bounds, wide).gram
+        == partial_sums([x], bounds.lower, bounds.upper, wide).gram
+    ).all()
     assert default_parallelism(remote) == 2  # the server's local[2], counted through Connect
 
 

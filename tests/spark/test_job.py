@@ -18,6 +18,7 @@ from dpsmooth_spark.core.bounds import PublicBounds
 from dpsmooth_spark.core.kernel import PassSpec, partial_sums
 from dpsmooth_spark.core.tables import table_pairs
 from dpsmooth_spark.pipeline.synthesize import InvalidDataError, run_synthesize
+from dpsmooth_spark.spark import data_pass
 from dpsmooth_spark.spark.data_pass import exact_sums
 from dpsmooth_spark.spark.io import InputError, OutputExistsError, read_table
 
@@ -73,6 +74,24 @@ def test_data_pass_is_exact_and_independent_of_partitioning(spark, wdbc_table, w
         np.testing.assert_array_equal(got.histograms, expected.histograms)
         np.testing.assert_array_equal(got.tables, expected.tables)
         assert got.rows_seen == 569 and got.rows_invalid == 0
+
+
+def test_a_result_of_several_chunks_is_merged_exactly(spark, wdbc_table, wdbc_bounds):
+    """Degree 9 on 31 columns: a Gram of 280 x 280 integers, two limbs each, is more than one
+    chunk, so the chunks are merged a second time per chunk on the executors."""
+    columns = list(wdbc_bounds)
+    bounds = PublicBounds.from_mapping(wdbc_bounds)
+    local = np.column_stack([wdbc_table[c].to_numpy().astype(float) for c in columns])
+    spec = PassSpec(9, histogram_cells=16)
+    assert 2 * (1 + len(columns) * 9) ** 2 > data_pass.CHUNK_VALUES
+    expected = partial_sums([local], bounds.lower, bounds.upper, spec)
+    df = read_table(spark, str(ROOT / "data" / "wdbc.parquet"), "parquet", columns)
+    for parts in (1, 3):
+        got = exact_sums(df.repartition(parts), bounds, spec)
+        assert (got.gram == expected.gram).all()
+        np.testing.assert_array_equal(got.histograms, expected.histograms)
+        np.testing.assert_array_equal(got.atoms, expected.atoms)
+        assert (got.rows_seen, got.count) == (569, 569)
 
 
 def test_release_on_wdbc_end_to_end(tmp_path, wdbc_config_dict):

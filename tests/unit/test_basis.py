@@ -169,3 +169,32 @@ def test_null_cells_count_nulls_and_keep_those_rows_out_of_the_joint_sums():
     )
     split = partial_sums([(x[:2], mask[:2]), (x[2:], mask[2:])], np.zeros(2), np.ones(2), spec)
     assert (split.gram == sums.gram).all() and (split.nulls == sums.nulls).all()
+
+
+def test_clipped_second_moments_are_each_rows_products_clipped_to_the_norm(rng):
+    """The data pass's norm bands give, at every level, ``sum_x min(1, kappa / |x|_1)^2 x_i x_j``
+    of the scaled rows (to the fixed-point rounding), whatever the batches; and the bound of
+    ``sensitivity.clipped_pairs_l1`` holds for any added record, with equality where its values
+    are equal in size."""
+    from dpsmooth_spark.core.kernel import PassSpec
+
+    n, d = 3000, 8
+    x = np.clip(rng.normal(0, 0.4, (n, d)) + rng.normal(0, 0.3, (n, 1)), -1, 1)
+    levels = tuple(d * 0.75 * 2.0 ** (-k / 4) for k in range(12, -1, -1))
+    spec = PassSpec(1, clip_levels=levels)
+    sums = partial_sums([x[:1000], x[1000:]], -np.ones(d), np.ones(d), spec)
+    assert np.array_equal(sums.clipped, partial_sums([x], -np.ones(d), np.ones(d), spec).clipped)
+    norms = np.abs(x).sum(axis=1)
+    upper = np.triu_indices(d, 1)
+    for k, kappa in enumerate(levels):
+        clipped = x * np.minimum(1.0, kappa / norms)[:, None]
+        direct = (clipped.T @ clipped)[upper]
+        np.testing.assert_allclose(sums.clipped_second_moments(k), direct, atol=1e-3)
+    for record in (np.full(d, 0.9), rng.uniform(-1, 1, d), np.full(d, 0.05)):
+        added = partial_sums([np.vstack([x, record])], -np.ones(d), np.ones(d), spec)
+        for k, kappa in enumerate(levels):
+            moved = np.abs(added.clipped_second_moments(k) - sums.clipped_second_moments(k)).sum()
+            assert moved <= sensitivity.clipped_pairs_l1(kappa, d)
+    corner = partial_sums([np.vstack([x, np.ones(d)])], -np.ones(d), np.ones(d), spec)
+    moved = np.abs(corner.clipped_second_moments(6) - sums.clipped_second_moments(6)).sum()
+    assert moved == pytest.approx(sensitivity.clipped_pairs_l1(levels[6], d), rel=1e-3)
