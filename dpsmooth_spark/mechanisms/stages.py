@@ -65,6 +65,24 @@ def release_basis_sums(
     return _release(sums, sens, budget, stage, accountant, noise)
 
 
+def release_clipped_pairs(
+    sums: np.ndarray,
+    kappa: float,
+    d: int,
+    budget: float,
+    accountant: PrivacyAccountant,
+    noise: NoiseSource,
+) -> tuple[np.ndarray, float]:
+    """The ``d (d - 1) / 2`` second moments of the rows clipped to L1 norm ``kappa`` plus Laplace
+    noise for ``budget`` (L1 sensitivity ``(1 - 1/d) kappa^2 / 2`` and the rounding's slack,
+    privacy.md
+    3h); pure epsilon-DP only. Returns (noisy, scale)."""
+    if not accountant.pure:
+        raise ValueError("the norm-clipped pairs are released under pure epsilon-DP only")
+    sens = sensitivity.clipped_pairs_l1(kappa, d)
+    return _release(sums, sens, budget, "clipped_pairs", accountant, noise)
+
+
 def select_top_k(
     scores: np.ndarray,
     k: int,

@@ -40,6 +40,18 @@ def pooled_histogram_l1(m: int) -> float:
     return float(m)
 
 
+def clipped_pairs_l1(kappa: float, d: int, fraction_bits: int = 16) -> float:
+    """L1 sensitivity of the ``d (d - 1) / 2`` norm-clipped second moments
+    ``sum_x c(x)^2 x_i x_j`` (``i < j``, ``c(x) = min(1, kappa / |x|_1)``) as the data pass
+    rounds them (privacy.md §3h): a record adds ``sum_{i<j} |v_i v_j| <= (1 - 1/d) |v|_1^2 / 2``
+    for its rounded, clipped values ``v`` (equality where they are equal in size), and each of
+    its ``d`` fixed-point values is off by at most ``2**-(fraction_bits + 1)`` (relative to
+    ``x / s`` when clipped, hence the factor ``kappa`` there):
+    ``(1 - 1/d) (kappa + (kappa + 1) d 2**-(fraction_bits + 1))^2 / 2``."""
+    slack = d * 2.0 ** -(fraction_bits + 1)
+    return (1.0 - 1.0 / d) * (kappa + (kappa + 1.0) * slack) ** 2 / 2.0
+
+
 def psi_product_l1(d: int, k: int) -> float:
     """L1 sensitivity of ``S X`` with ``S = sum x x^T``, ``X`` orthonormal ``d x k`` (privacy.md
     §4).

@@ -78,3 +78,42 @@ def test_the_exact_sums_do_not_enter_the_plan():
             plan_budget(params, columns, 3000.0, PrivacyAccountant(1.0), sums.histograms.shape[1])
         )
     assert _same(*plans)
+
+
+@pytest.mark.parametrize(
+    "d, n, epsilon, delta, clippable, measured",
+    [
+        (100, 1e5, 1.0, 0.0, True, True),  # no pair term affordable: the clipped pairs
+        (100, 1e5, 0.5, 0.0, True, False),  # their noise too: everything on the marginals
+        (100, 1e5, 1.0, 1e-6, True, False),  # zCDP: the pairs as basis functions
+        (100, 1e5, 1.0, 0.0, False, False),  # the data pass did not compute them
+        (10, 1e5, 1.0, 0.0, True, False),  # a basis is affordable on ten columns
+    ],
+)
+def test_the_clipped_pairs_take_the_relations_share_where_no_pair_term_is_affordable(
+    d, n, epsilon, delta, clippable, measured
+):
+    params = SynthesizerParams()
+    columns = tuple(f"x{i}" for i in range(d))
+    plan = plan_budget(
+        params, columns, n, PrivacyAccountant(epsilon, delta), 256, clippable=clippable
+    )
+    shares = plan.to_dict(params.pooled_fraction)["shares"]
+    assert ("clipped_pairs" in shares) == measured
+    if measured:
+        rest = 1.0 - params.count_fraction
+        assert shares["clipped_pairs"] == pytest.approx(rest * (1.0 - params.marginal_fraction))
+        assert plan.basis.size == 0 and plan.selected == 0
+    assert sum(shares.values()) == pytest.approx(1.0)
+
+
+def test_the_data_pass_computes_the_clip_norms_from_the_width_alone():
+    from dpsmooth_spark.mechanisms.synthesizer.params import CLIP_COLUMNS
+
+    params = SynthesizerParams()
+    assert params.pass_spec(CLIP_COLUMNS[0] - 1).clip_levels == ()
+    levels = params.pass_spec(100).clip_levels
+    assert len(levels) == 13 and levels == tuple(sorted(levels))
+    assert levels[-1] == pytest.approx(75.0) and levels[0] == pytest.approx(75.0 / 8)
+    assert SynthesizerParams(clipped_pairs="off").pass_spec(100).clip_levels == ()
+    assert params.pass_spec(CLIP_COLUMNS[1] + 1).clip_levels == ()

@@ -548,3 +548,39 @@ def test_contingency_table_audit():
         assert (bound > 1.0) == expect_above, bound
         if not expect_above:
             assert bound > 0.7, bound  # not vacuous
+
+
+def test_clipped_pairs_audit():
+    """The norm-clipped pairs (privacy.md 3h) with epsilon = 1, through the data pass's bands and
+    ``ExactSums.clipped_second_moments``, as a release reads them: on three columns clipped to
+    L1 norm 1.2, the added corner (1, 1, 1) is clipped to (0.4, 0.4, 0.4) and moves each of the
+    three pairs by 0.16, their L1 sensitivity ``(1 - 1/3) 1.2^2 / 2 = 0.48`` (less the rounding
+    slack the bound adds, below 1e-4)."""
+    from dpsmooth_spark.core.kernel import PassSpec
+    from dpsmooth_spark.mechanisms.stages import release_clipped_pairs
+    from dpsmooth_spark.privacy import sensitivity
+
+    levels = (0.6, 1.2, 2.4)
+    base = np.random.default_rng(0).uniform(-0.3, 0.3, size=(40, 3))
+    neighbour = np.vstack([base, [[1.0, 1.0, 1.0]]])
+    assert sensitivity.clipped_pairs_l1(1.2, 3) == pytest.approx(0.48, abs=1e-4)
+
+    def outputs(table, factor, seed):
+        sums = partial_sums([table], -np.ones(3), np.ones(3), PassSpec(1, clip_levels=levels))
+        exact = sums.clipped_second_moments(1)
+        noise = RecordingNoise(np.random.default_rng(seed), factor)
+        runs = []
+        for _ in range(2 * RUNS):  # cheap runs: twice as many narrow the bound's interval
+            accountant = PrivacyAccountant(1.0)
+            runs.append(release_clipped_pairs(exact, 1.2, 3, 1.0, accountant, noise)[0])
+        assert accountant.charges[-1].stage == "clipped_pairs"
+        return np.array(runs), exact
+
+    for factor, expect_above in ((1.0, False), (0.5, True)):
+        out_d, truth_d = outputs(base, factor, 81)
+        out_p, truth_p = outputs(neighbour, factor, 82)
+        np.testing.assert_allclose(truth_p - truth_d, [0.16, 0.16, 0.16], atol=1e-4)
+        bound = audit(out_d, out_p, truth_d, truth_p)
+        assert (bound > 1.0) == expect_above, bound
+        if not expect_above:
+            assert bound > 0.7, bound  # not vacuous

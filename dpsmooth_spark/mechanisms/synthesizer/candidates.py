@@ -288,6 +288,15 @@ MODEL_CANDIDATES_CAP = 100_000
 """Most candidates :data:`MODEL_CANDIDATES_PER_COLUMN` asks for (``C x d`` values in memory)."""
 
 
+MODELLED_COPULA_SHARE = 1.0
+"""Where the pairs are read through their low-rank model, every candidate comes from the copula
+of the model's correlation (``copula_share`` elsewhere): the model already sets to zero what its
+noise cannot tell from independence, and half the candidates drawn independently let the
+maximum-entropy fit shrink the blocks it did find. On the 100-column factor table at epsilon 1:
+correlation ratio 0.48 -> 0.29 under pure epsilon (its clipped pairs), 0.13 -> 0.11 under zCDP;
+W1 no worse."""
+
+
 def candidate_count(params: SynthesizerParams, d: int, modelled: bool) -> int:
     """How many candidates the fit weighs: ``params.candidates``, raised to
     :data:`MODEL_CANDIDATES_PER_COLUMN` per column (at most :data:`MODEL_CANDIDATES_CAP`)
@@ -311,12 +320,13 @@ def make_candidates(
         marginals = hub_marginals(summary, marginals)
     correlation = private_correlation(summary, modelled)
     count = candidate_count(params, summary.basis.d, modelled is not None)
-    points, log_prior = marginal_candidates(marginals, count, rng, correlation, params.copula_share)
+    copula_share = MODELLED_COPULA_SHARE if modelled is not None else params.copula_share
+    points, log_prior = marginal_candidates(marginals, count, rng, correlation, copula_share)
     if summary.levels is not None:
         points = snap_to_lattice(points, summary.levels, marginals.cells)
     rare = rare_levels(summary, marginals, count)
     for group in rare:
         at = np.isin(lattice_level(points[:, group.column], group.levels), group.group)
         points[at, group.column] = -1.0 + 2.0 * group.representative / (group.levels - 1)
-    share = params.copula_share if correlation is not None and summary.basis.d >= 2 else 0.0
+    share = copula_share if correlation is not None and summary.basis.d >= 2 else 0.0
     return Candidates(points, log_prior, marginals, share, rare)

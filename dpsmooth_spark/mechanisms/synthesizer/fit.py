@@ -385,9 +385,24 @@ def fit_from_summary(
         kl,
         jitter,
         timings,
-        independent=not relations.any(),
+        independent=not relations.any() or no_relation_found(summary, modelled),
         rare=support.rare,
         atoms=point_masses(summary, support.points, weights),
+    )
+
+
+def no_relation_found(summary: NoisySummary, modelled: LowRankPairs | None) -> bool:
+    """Whether the only relations measured are pairs read through their low-rank model and the
+    model finds none (rank 0, no pair kept as measured): every pair is then independence within
+    its noise, and the sample draws the columns independently (:func:`core.sampling
+    .sample_records`) rather than keep the candidates' chance correlation. Post-processing."""
+    return (
+        modelled is not None
+        and modelled.model.rank == 0
+        and not modelled.model.kept.any()
+        and summary.basis.size == 0
+        and summary.tables is None
+        and summary.pca is None
     )
 
 

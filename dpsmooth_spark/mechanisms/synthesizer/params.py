@@ -232,6 +232,14 @@ class SynthesizerParams(BaseModel):
             " the data pass."
         ),
     )
+    clipped_pairs: Literal["auto", "off"] = Field(
+        default="auto",
+        description=(
+            "Under pure epsilon-DP on 50 to 400 columns, where no pair term is affordable, measure "
+            "every pair's second moment with each row clipped to an L1 norm found from the "
+            "private marginals (auto), or not (off)."
+        ),
+    )
     pair_columns: tuple[str, ...] = Field(
         default=(),
         description="Anchor columns (e.g. a label) whose pair with every other column is measured.",
@@ -304,6 +312,7 @@ class SynthesizerParams(BaseModel):
             self.data_pass_degree(d),
             histogram_cells=self.histogram_cells(lattice, nominal),
             tables=tables,
+            clip_levels=clip_levels(d) if self.clipped_pairs == "auto" else (),
         )
 
     def histogram_cells(
@@ -315,6 +324,26 @@ class SynthesizerParams(BaseModel):
         if lattice is not None and nominal is not None and np.any(nominal):
             needed = int(np.max(np.asarray(lattice)[np.asarray(nominal, dtype=bool)]))
         return grid_cells(self.marginal_cells, needed)
+
+
+CLIP_COLUMNS = (50, 400)
+"""Widths at which the data pass computes the norm-clipped second moments (``clipped_pairs:
+auto``): from 50 columns, where a pure-epsilon basis rarely affords a pair term; up to 400, where
+the ``d^2 / 2`` sums, noised at ``kappa^2 / 2`` with ``kappa`` growing like ``d``, stop being
+affordable at any table size this machine holds (they would double the pass's result)."""
+
+CLIP_LADDER = 13
+"""Clip norms the data pass computes: ``d * 0.75 * 2**(-k / 4)``, ``k = 0 .. 12`` (``0.094 d`` to
+``0.75 d``, each 19% above the next): the release clips at the lowest at or above the norm it
+wants, so its noise std is at most 41% above that norm's."""
+
+
+def clip_levels(d: int) -> tuple[float, ...]:
+    """The clip norms of the data pass on ``d`` columns (scaled units, increasing); empty outside
+    :data:`CLIP_COLUMNS`. Public: from ``d`` alone."""
+    if not CLIP_COLUMNS[0] <= d <= CLIP_COLUMNS[1]:
+        return ()
+    return tuple(sorted(d * 0.75 * 2.0 ** (-k / 4.0) for k in range(CLIP_LADDER)))
 
 
 def grid_cells(cells: int, levels: int) -> int:

@@ -640,6 +640,7 @@ class NoisySummary:
             factors.pairs,
             np.clip(sums / n, -1.0, 1.0) - mean[i] * mean[j],
             np.full(factors.size, self.factor_noise_std / n),
+            noise_kind=self.noise,
         )
         return LowRankPairs(
             model.matrix + np.outer(mean, mean),
