@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import numpy as np
 import pyarrow as pa
 
 from dpsmooth_spark.config import ReleaseConfig
 from dpsmooth_spark.core.sampling import herds
+from dpsmooth_spark.evaluation.metrics import distinct_rows
 from dpsmooth_spark.mechanisms.synthesizer import (
     NoisySummary,
     SynthesizerParams,
@@ -104,7 +104,7 @@ def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
     else:
         with run.log.stage("sampling"):
             data, scaled = sample_table(result, rows, run.rng, params.herding_rows, run.codec)
-            distinct = int(np.unique(scaled, axis=0).shape[0])
+            distinct = distinct_rows(scaled)
 
     mechanism = {
         "reference": "Wang et al., Differentially Private Data Releasing for Smooth Queries, "
