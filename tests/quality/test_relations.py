@@ -265,14 +265,14 @@ def block_factor_table(seed: int, n: int = 20_000, d: int = 60) -> dict[str, np.
     return table
 
 
-@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("seed", [0])
 def test_a_wide_factor_table_keeps_its_blocks_through_the_pairs_low_rank_model(seed):
     """60 columns in six blocks, 20,000 rows, zCDP (1, 1e-6): all 1,770 pairs are measured and
     each answer's noise is near a weak relation's. Read through their low-rank model (the
-    default from 50 columns), the fit's correlation error is 0.13-0.26 of independence's in
-    seeds 0-7, against 0.54-0.60 with the pairs as measured (``pair_denoise: off``); the model
-    finds the six blocks. Asserted: below 0.35, and below 0.6 of the measured pairs' (worst of
-    the eight seeds: 0.45)."""
+    default from 50 columns), the fit's correlation error is 0.11-0.13 of independence's in
+    seeds 0-7, against 0.52-0.58 with the pairs as measured (``pair_denoise: off``); the model
+    finds the six blocks. Asserted on seed 0: below 0.35, and below 0.6 of the measured pairs'
+    (worst of the eight seeds: 0.23)."""
     from dpsmooth_spark.mechanisms.synthesizer.summary import modelled_pairs
 
     table = block_factor_table(seed)

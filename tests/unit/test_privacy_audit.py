@@ -144,6 +144,21 @@ def audit(outputs_d, outputs_p, truth_d, truth_p):
     return epsilon_lower_bound(score_d, score_p, np.array([0.0, 0.5, 1.0]), ALPHA)
 
 
+def assert_calibrated(outputs, base, neighbour, seeds, shift, atol):
+    """The audit of a stage whose ``outputs(table, factor, seed)`` are its noisy releases and
+    exact values: the added record moves them by ``shift`` (the sensitivity, attained); at the
+    real noise the bound stays below epsilon 1 and certifies more than 0.7 of it, at half the
+    noise it exceeds 1."""
+    for factor, expect_above in ((1.0, False), (0.5, True)):
+        out_d, truth_d = outputs(base, factor, seeds[0])
+        out_p, truth_p = outputs(neighbour, factor, seeds[1])
+        np.testing.assert_allclose(truth_p - truth_d, shift, atol=atol)
+        bound = audit(out_d, out_p, truth_d, truth_p)
+        assert (bound > 1.0) == expect_above, bound
+        if not expect_above:
+            assert bound > 0.7, bound  # not vacuous
+
+
 def test_direction_spread_audit():
     """The directions stage (privacy.md 4b) with epsilon = 1 on a fixed direction (in a release
     its input is PSI's DP output): the added corner record adds ``T_2(v . corner) = 1`` to the
@@ -212,14 +227,7 @@ def test_factor_pair_audit():
             [release_basis_sums(exact, 1.0, PrivacyAccountant(1.0), noise)[0] for _ in range(RUNS)]
         ), exact
 
-    for factor, expect_above in ((1.0, False), (0.5, True)):
-        out_d, truth_d = outputs(base, factor, 31)
-        out_p, truth_p = outputs(neighbour, factor, 32)
-        np.testing.assert_allclose(truth_p - truth_d, [1.0, 1.0, 1.0], atol=2e-3)
-        bound = audit(out_d, out_p, truth_d, truth_p)
-        assert (bound > 1.0) == expect_above, bound
-        if not expect_above:
-            assert bound > 0.7, bound  # not vacuous
+    assert_calibrated(outputs, base, neighbour, (31, 32), [1.0, 1.0, 1.0], 2e-3)
 
 
 def test_bernstein_lattice_audit():
@@ -576,11 +584,4 @@ def test_clipped_pairs_audit():
         assert accountant.charges[-1].stage == "clipped_pairs"
         return np.array(runs), exact
 
-    for factor, expect_above in ((1.0, False), (0.5, True)):
-        out_d, truth_d = outputs(base, factor, 81)
-        out_p, truth_p = outputs(neighbour, factor, 82)
-        np.testing.assert_allclose(truth_p - truth_d, [0.16, 0.16, 0.16], atol=1e-4)
-        bound = audit(out_d, out_p, truth_d, truth_p)
-        assert (bound > 1.0) == expect_above, bound
-        if not expect_above:
-            assert bound > 0.7, bound  # not vacuous
+    assert_calibrated(outputs, base, neighbour, (81, 82), [0.16, 0.16, 0.16], 1e-4)
