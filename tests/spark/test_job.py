@@ -78,11 +78,12 @@ def test_data_pass_is_exact_and_independent_of_partitioning(spark, wdbc_table, w
 
 def test_a_result_of_several_chunks_is_merged_exactly(spark, wdbc_table, wdbc_bounds):
     """Degree 9 on 31 columns: a Gram of 280 x 280 integers, two limbs each, is more than one
-    chunk, so the chunks are merged a second time per chunk on the executors."""
+    chunk, so the chunks are merged a second time per chunk on the executors; the norm bands of
+    the pair products (the clipped pairs' sums) travel with it."""
     columns = list(wdbc_bounds)
     bounds = PublicBounds.from_mapping(wdbc_bounds)
     local = np.column_stack([wdbc_table[c].to_numpy().astype(float) for c in columns])
-    spec = PassSpec(9, histogram_cells=16)
+    spec = PassSpec(9, histogram_cells=16, clip_levels=(4.0, 8.0, 16.0))
     assert 2 * (1 + len(columns) * 9) ** 2 > data_pass.CHUNK_VALUES
     expected = partial_sums([local], bounds.lower, bounds.upper, spec)
     df = read_table(spark, str(ROOT / "data" / "wdbc.parquet"), "parquet", columns)
@@ -91,6 +92,7 @@ def test_a_result_of_several_chunks_is_merged_exactly(spark, wdbc_table, wdbc_bo
         assert (got.gram == expected.gram).all()
         np.testing.assert_array_equal(got.histograms, expected.histograms)
         np.testing.assert_array_equal(got.atoms, expected.atoms)
+        np.testing.assert_array_equal(got.clipped, expected.clipped)
         assert (got.rows_seen, got.count) == (569, 569)
 
 
