@@ -35,7 +35,7 @@ CHUNK_VALUES = 1 << 17
 """A result travels in chunks of at most this many int64 values (1 MiB), one row each. Where a
 result has more than one chunk (a wide table's Gram: 144 MB at 1,000 columns), the chunks are
 merged a second time on the executors, one group per chunk, so the driver receives one merged
-copy (not one per group: 64 copies exhausted a 1 GiB driver heap at 1,000 columns)."""
+copy (not one per group: 64 copies exhaust a 1 GiB driver heap at 1,000 columns)."""
 _ROW_BATCH = 8
 """Chunks per Arrow batch a task yields (8 MiB)."""
 _COUNTERS = ("rows_seen", "rows_invalid", "rows_clamped", "rows_null")
