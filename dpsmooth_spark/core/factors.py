@@ -74,6 +74,14 @@ def bounded(coefficients: np.ndarray) -> np.ndarray:
     return c / (polynomial_sup(c) + rounding)
 
 
+def linear_factors(d: int, degree: int = 1) -> np.ndarray:
+    """Coefficients ``(d, degree + 1)`` of the factor ``p_i = T_1`` for every column: the pairs
+    ``T_1(x_i) T_1(x_j)`` as :class:`FactorPairs`."""
+    out = np.zeros((d, degree + 1))
+    out[:, 1] = 1.0
+    return out
+
+
 def spread_factors(
     probabilities: np.ndarray,
     degree: int,
@@ -101,8 +109,7 @@ def spread_factors(
     points = np.linspace(-1.0, 1.0, LP_GRID)
     grid = chebyshev_table(points, degree)
     slopes = chebyshev.chebval(points, chebyshev.chebder(np.eye(degree + 1))).T  # T_r' on the grid
-    out = np.zeros((d, degree + 1))
-    out[:, 1] = 1.0
+    out = linear_factors(d, degree)
     if degree < 2:
         return out
     lattice = np.zeros(d, dtype=np.int64) if levels is None else np.asarray(levels, dtype=np.int64)

@@ -255,11 +255,12 @@ def sample_records(
             picked = np.repeat(candidates, rng.multinomial(rows, weights / weights.sum()), axis=0)
         rng.shuffle(picked, axis=0)
     jitter = np.broadcast_to(np.asarray(jitter, dtype=np.float64), (candidates.shape[1],))
-    fixed = np.zeros(picked.shape, dtype=bool)
+    fixed = np.zeros(picked.shape, dtype=bool) if atoms else None  # values placed at a bound
     for column, bound, low, high, probability in atoms:
         inside = (picked[:, column] >= low) & (picked[:, column] <= high)
         at = inside & (rng.random(picked.shape[0]) < probability)
         picked[at, column] = bound
+        assert fixed is not None
         fixed[at, column] = True
     if np.any(jitter > 0):
         # in blocks of rows, in place: the draws are the same as one call's, and the
@@ -268,7 +269,10 @@ def sample_records(
         for start in range(0, picked.shape[0], step):
             block = picked[start : start + step]
             moved = reflect_into_cube(block + rng.standard_normal(block.shape) * jitter)
-            np.copyto(block, moved, where=~fixed[start : start + step])
+            if fixed is None:
+                block[...] = moved
+            else:
+                np.copyto(block, moved, where=~fixed[start : start + step])
         if herds(rows, herding_rows):
             picked = reorder_to_correlation(
                 picked, mixture_correlation(candidates, weights, jitter), jitter > 0

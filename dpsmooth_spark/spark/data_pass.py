@@ -69,7 +69,7 @@ def _kernel(codec: TableCodec, spec: PassSpec):
                 if batch.num_rows:
                     yield encode(batch)
 
-        yield from _result_batches(partial_sums(arrays(), lower, upper, spec))
+        yield from _result_batches(partial_sums(arrays(), lower, upper, spec), spec)
 
     return run
 
@@ -86,58 +86,51 @@ def _zero(d: int, spec: PassSpec) -> ExactSums:
     )
 
 
+_LIMB_FIELDS = frozenset({"gram", "tensor", "clipped"})
+"""Fields of exact integers that may exceed int64 summed over a table: sent as two limbs."""
+
+
 def _layout(d: int, spec: PassSpec) -> list[tuple[str, int]]:
-    """The fields of a flattened result and their lengths, in order (from the pass's spec)."""
-    zero = _zero(d, spec)
-
-    def size(values: np.ndarray | None) -> int:
-        return 0 if values is None else int(np.asarray(values).size)
-
+    """The fields of a flattened result (``ExactSums`` attributes, then the row counters) and
+    their lengths, in order: a function of the pass's spec alone."""
     return [
-        ("gram_hi", size(zero.gram)),
-        ("gram_lo", size(zero.gram)),
-        ("tensor_hi", size(zero.tensor)),
-        ("tensor_lo", size(zero.tensor)),
-        ("histograms", size(zero.histograms)),
-        ("nulls", size(zero.nulls)),
-        ("tables", size(zero.tables)),
-        ("atoms", size(zero.atoms)),
-        ("clipped_hi", size(zero.clipped)),
-        ("clipped_lo", size(zero.clipped)),
+        ("gram", (1 + d * spec.degree) ** 2),
+        ("tensor", spec.tensor_degree**d if spec.tensor_degree else 0),
+        ("histograms", d * spec.histogram_cells),
+        ("nulls", d if spec.null_cells else 0),
+        ("tables", 0 if spec.tables is None else spec.tables.size),
+        ("atoms", 2 * d if spec.histogram_cells else 0),
+        (
+            "clipped",
+            2 * (len(spec.clip_levels) + 1) * (d * (d - 1) // 2) if spec.clip_levels else 0,
+        ),
         ("counters", len(_COUNTERS)),
     ]
 
 
-def _limbs(values: np.ndarray | None) -> list[np.ndarray]:
-    if values is None:
-        return [np.zeros(0, dtype=np.int64)] * 2
-    v = np.asarray(values, dtype=np.int64).ravel()
-    return [v >> LIMB_BITS, v & ((1 << LIMB_BITS) - 1)]
+def _flatten(sums: ExactSums, layout: list[tuple[str, int]]) -> np.ndarray:
+    """One task's exact sums as int64 values in the order of ``layout``, each field of
+    :data:`_LIMB_FIELDS` as its high limbs, then its low limbs."""
+    parts = []
+    for name, size in layout:
+        if name == "counters":
+            parts.append(np.array([getattr(sums, c) for c in _COUNTERS], dtype=np.int64))
+            continue
+        values = getattr(sums, name)
+        flat = np.zeros(0, np.int64) if values is None else np.asarray(values, np.int64).ravel()
+        if flat.size != size:
+            raise RuntimeError(f"the kernel's {name} has {flat.size} values, expected {size}")
+        parts += _limbs(flat) if name in _LIMB_FIELDS else [flat]
+    return np.concatenate(parts)
 
 
-def _flatten(sums: ExactSums) -> np.ndarray:
-    """One task's exact sums as the int64 values of :func:`_layout`."""
-
-    def counts(values: np.ndarray | None) -> np.ndarray:
-        return np.zeros(0, dtype=np.int64) if values is None else values.astype(np.int64).ravel()
-
-    return np.concatenate(
-        [
-            *_limbs(sums.gram),
-            *_limbs(sums.tensor),
-            counts(sums.histograms),
-            counts(sums.nulls),
-            counts(sums.tables),
-            counts(sums.atoms),
-            *_limbs(sums.clipped),
-            np.array([getattr(sums, name) for name in _COUNTERS], dtype=np.int64),
-        ]
-    )
+def _limbs(values: np.ndarray) -> list[np.ndarray]:
+    return [values >> LIMB_BITS, values & ((1 << LIMB_BITS) - 1)]
 
 
-def _result_batches(sums: ExactSums) -> Iterator[pa.RecordBatch]:
+def _result_batches(sums: ExactSums, spec: PassSpec) -> Iterator[pa.RecordBatch]:
     """One task's exact sums as rows of :data:`RESULT_SCHEMA`, :data:`_ROW_BATCH` per batch."""
-    values = _flatten(sums)
+    values = _flatten(sums, _layout(sums.d, spec))
     starts = range(0, values.size, CHUNK_VALUES)
     for first in range(0, len(starts), _ROW_BATCH):
         chunks = list(starts[first : first + _ROW_BATCH])
@@ -162,8 +155,9 @@ def _sum_chunks(table: pa.Table) -> pa.Table:
     return pa.table({"chunk": chunk_column, "values": pa.array(out_values, type=pa.binary())})
 
 
-def _exact(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
-    """The exact integers (object array of Python ints) of two limb arrays."""
+def _exact(limbs: np.ndarray) -> np.ndarray:
+    """The exact integers (object array of Python ints) of a field's high limbs then low limbs."""
+    hi, lo = limbs[: limbs.size // 2], limbs[limbs.size // 2 :]
     if hi.size and int(np.abs(hi).max()) < 1 << (62 - LIMB_BITS):  # fits in int64
         return ((hi << LIMB_BITS) + lo).astype(object)
     return hi.astype(object) * (1 << LIMB_BITS) + lo.astype(object)
@@ -176,7 +170,8 @@ def _merge_results(results: DataFrame, d: int, spec: PassSpec) -> ExactSums:
     on the executors, else on the driver. DataFrame operations only, so the same code runs on
     classic Spark and on Spark Connect."""
     layout = _layout(d, spec)
-    total = sum(n for _, n in layout)
+    sizes = [(n, 2 * size if n in _LIMB_FIELDS else size) for n, size in layout]
+    total = sum(size for _, size in sizes)
     merged = (
         results.selectExpr("*", f"spark_partition_id() % {MERGE_GROUPS} AS _group")
         .groupBy("_group", "chunk")
@@ -194,8 +189,8 @@ def _merge_results(results: DataFrame, d: int, spec: PassSpec) -> ExactSums:
         raise RuntimeError(f"the data pass returned {values.size} values, expected {total}")
     fields = dict(
         zip(
-            [name for name, _ in layout],
-            np.split(values, np.cumsum([n for _, n in layout])[:-1]),
+            [name for name, _ in sizes],
+            np.split(values, np.cumsum([size for _, size in sizes])[:-1]),
             strict=True,
         )
     )
@@ -204,12 +199,12 @@ def _merge_results(results: DataFrame, d: int, spec: PassSpec) -> ExactSums:
     return ExactSums(
         spec.degree,
         d,
-        _exact(fields["gram_hi"], fields["gram_lo"]).reshape(size, size),
+        _exact(fields["gram"]).reshape(size, size),
         counters["rows_seen"],
         counters["rows_invalid"],
         counters["rows_clamped"],
         spec.tensor_degree,
-        _exact(fields["tensor_hi"], fields["tensor_lo"]) if spec.tensor_degree else None,
+        _exact(fields["tensor"]) if spec.tensor_degree else None,
         fields["histograms"].reshape(d, spec.histogram_cells).copy()
         if spec.histogram_cells
         else None,
@@ -218,16 +213,16 @@ def _merge_results(results: DataFrame, d: int, spec: PassSpec) -> ExactSums:
         fields["tables"].copy() if spec.tables is not None else None,
         fields["atoms"].reshape(d, 2).copy() if spec.histogram_cells else None,
         tuple(spec.clip_levels),
-        _clipped(fields["clipped_hi"], fields["clipped_lo"], d, spec),
+        _clipped(fields["clipped"], d, spec),
     )
 
 
-def _clipped(hi: np.ndarray, lo: np.ndarray, d: int, spec: PassSpec) -> np.ndarray | None:
-    """The norm-clipped bands (``ExactSums.clipped``) from their limbs, int64: a band's sum of
-    products below ``2**32`` fits for up to ``2**31`` rows."""
+def _clipped(limbs: np.ndarray, d: int, spec: PassSpec) -> np.ndarray | None:
+    """The norm-clipped bands (``ExactSums.clipped``) from their high then low limbs, int64: a
+    band's sum of products below ``2**32`` fits for up to ``2**31`` rows."""
     if not spec.clip_levels:
         return None
-    values = (hi << LIMB_BITS) + lo
+    values = (limbs[: limbs.size // 2] << LIMB_BITS) + limbs[limbs.size // 2 :]
     return values.reshape(2, len(spec.clip_levels) + 1, d * (d - 1) // 2)
 
 
@@ -385,7 +380,7 @@ def exact_sums_arrow(
                     if table.num_rows:
                         yield encode(table)
 
-        yield from _result_batches(partial_sums(arrays(), lower, upper, spec))
+        yield from _result_batches(partial_sums(arrays(), lower, upper, spec), spec)
 
     if not units:
         return _zero(bounds.d, spec)

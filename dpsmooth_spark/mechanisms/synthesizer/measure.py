@@ -32,7 +32,13 @@ from dpsmooth_spark.core.chebyshev import (
     ProjectionBasis,
     coarsen_histograms,
 )
-from dpsmooth_spark.core.factors import FactorPairs, copula_answers, copula_noise, spread_factors
+from dpsmooth_spark.core.factors import (
+    FactorPairs,
+    copula_answers,
+    copula_noise,
+    linear_factors,
+    spread_factors,
+)
 from dpsmooth_spark.core.kernel import ExactSums
 from dpsmooth_spark.core.marginals import GridMarginals, level_counts, measured_per_level
 from dpsmooth_spark.core.subspace import SubspaceEstimate, private_subspace_iteration
@@ -259,9 +265,7 @@ def _measure_clipped_pairs(
     noisy, scale = release_clipped_pairs(
         sums.clipped_second_moments(level), kappa, d, budget, accountant, noise
     )
-    coefficients = np.zeros((d, 2))
-    coefficients[:, 1] = 1.0
-    pairs = FactorPairs(coefficients, np.column_stack(np.triu_indices(d, 1)))
+    pairs = FactorPairs(linear_factors(d), np.column_stack(np.triu_indices(d, 1)))
     return NoisyStatistic(
         "factor_pairs",
         "clipped_pairs",
@@ -322,8 +326,7 @@ def _measure_selected_pairs(
             probabilities, sums.degree, noise=planned, levels=summary.levels
         )
     else:
-        coefficients = np.zeros((d, 2))
-        coefficients[:, 1] = 1.0
+        coefficients = linear_factors(d)
     measured = summary.measured_pairs()
     taken = np.zeros((d, d), dtype=bool)
     taken[measured[:, 0], measured[:, 1]] = taken[measured[:, 1], measured[:, 0]] = True
