@@ -281,3 +281,54 @@ def _atom_release(frame: pd.DataFrame, epsilon: float, seed: int, mechanism: dic
 
     synth = Synthesizer(ATOM_COLUMNS, epsilon, mechanism=mechanism, random_state=seed)
     return synth.fit(frame).sample(len(frame))
+
+
+def _measured_rates(frame, columns, epsilon, seeds, column, monkeypatch) -> np.ndarray:
+    """The rate of ``column`` (a 0/1 category) in the private marginal the release measures,
+    per seed (the measurement alone: the fit is not run)."""
+    from dpsmooth_spark import Synthesizer
+    from dpsmooth_spark.mechanisms.synthesizer.measure import release_summary
+    from dpsmooth_spark.pipeline import in_memory
+
+    found = []
+
+    def measure_only(sums, bounds, params, accountant, noise, rng, lattice, nullable, nominal):
+        found.append(
+            release_summary(
+                sums, bounds, params, accountant, noise, rng, nullable, lattice, nominal
+            )
+        )
+
+    monkeypatch.setattr(in_memory, "fit_from_sums", measure_only)
+    for seed in seeds:
+        Synthesizer(columns, epsilon, random_state=seed).fit(frame)
+    j = [c["name"] for c in columns].index(column)
+    return np.array([summary.marginal_density(j, 4)[-1] for summary in found])
+
+
+def test_a_two_level_rate_beside_a_nullable_column_keeps_its_noise(monkeypatch):
+    """A 0/1 flag (24% of 20,000 rows) beside a nullable column at epsilon 0.1: with nulls
+    measured, each histogram is normalised by the table's rows, whose estimate pools every
+    column's cells that can hold its values. Normalised by its own 32 bins' total instead (30
+    of them noise alone), the measured rate was off by 0.0045 on average over 100 seeds (sd
+    0.0038); pooled, 0.0017 (sd 0.0017). The mean of 40 seeds' errors is at most 0.0025: 2.9
+    standard errors above the pooled total's mean (false failure about 0.2%), 3.3 below the bins'
+    own total's."""
+    rng = np.random.default_rng(3)
+    n = 20_000
+    flag = (rng.random(n) < 0.24).astype(np.int64)
+    frame = pd.DataFrame(
+        {
+            "region": rng.choice(5, n, p=[0.4, 0.25, 0.15, 0.12, 0.08]),
+            "flag": flag,
+            "x": np.where(rng.random(n) < 0.1, np.nan, rng.uniform(0, 100, n)),
+        }
+    )
+    columns = [
+        {"name": "region", "values": list(range(5))},
+        {"name": "flag", "values": [0, 1]},
+        {"name": "x", "lower": 0.0, "upper": 100.0, "nullable": True},
+    ]
+    rates = _measured_rates(frame, columns, 0.1, range(40), "flag", monkeypatch)
+    errors = np.abs(rates - flag.mean())
+    assert errors.mean() <= 0.0025, errors

@@ -134,6 +134,7 @@ def release_summary(
                 summary.pooled_noise_std,
                 0 if summary.pooled_columns is None else summary.pooled_columns.size,
                 summary.histogram_cells(),
+                summary.held_cells(),
             ),
         )
     if plan.tables and sums.tables is not None and counted is not None:
@@ -462,19 +463,21 @@ def pooled_count(
     pooled_std: float = 0.0,
     pooled_columns: int = 0,
     cells: np.ndarray | None = None,
+    held: np.ndarray | None = None,
 ) -> float:
     """Inverse-variance mean of the noisy count and the total of each noisy histogram ``(d, B)``,
     and of the pooled histogram's total over its ``pooled_columns`` columns where one was measured.
 
     Every record lies in exactly one cell of each column's histogram, so each total is the count
     plus the sum of ``B`` independent noise draws (std ``sqrt(B) cell_std``; ``cells``: each
-    column's number of noisy cells where they differ, as for the per-level ones), independent of the
+    column's number of noisy cells where they differ, as for the per-level ones; ``held``: ``(d,
+    B)`` the cells summed, those that can hold a column's values), independent of the
     count's noise and of the other columns': ``d + 1`` unbiased estimates of the same count.
     At epsilon 0.1 on 150 rows the count's noise alone has a std of 280 rows; pooled with five
     histograms, 65. The pooled histogram holds each record once per pooled column, so its total
     over ``m`` is one more (noise std ``sqrt(B) pooled_std / m``): where it is measured it takes
     most of the histograms' budget, and its total is the best of them. Post-processing only."""
-    totals = histograms.sum(axis=1)
+    totals = (histograms if held is None else histograms * held).sum(axis=1)
     total_var = (
         np.full(totals.size, histograms.shape[1]) if cells is None else cells
     ) * cell_std**2
