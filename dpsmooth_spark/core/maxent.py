@@ -320,6 +320,44 @@ def match_correlation(
     return tilted(res.x)[0]
 
 
+RAKE_ROUNDS = 50
+""":func:`rake` stops after this many rounds over the margins at the latest."""
+
+RAKE_WORK = 2 * 10**8
+""":func:`rake` runs at most this many point-margin updates (about two seconds): a table of
+1,000 lattice columns on 10^5 candidates gets two rounds."""
+
+RAKE_TOLERANCE = 1e-4
+""":func:`rake` stops once no margin is further than this (total variation) from its target:
+a tenth of the noise of a marginal measured at epsilon 10 on 50,000 rows."""
+
+
+def rake(weights: np.ndarray, cells: np.ndarray, targets: list[np.ndarray]) -> np.ndarray:
+    """Iterative proportional fitting (raking) of the distribution ``weights`` (``(C,)``) over
+    points that fall in the cells ``cells`` (``(C, k)``: each point's cell in each of ``k``
+    margins) to the marginal distributions ``targets`` (``targets[j]``: ``(cells_j,)``): the
+    distribution closest to ``weights`` in KL with those margins. A target's cells that no
+    point with weight falls in cannot be reached; its mass goes to the others in proportion.
+    Every ratio the weights hold within a margin's cell (the relations between margins) is
+    kept."""
+    u = weights / weights.sum()
+    rounds = min(RAKE_ROUNDS, max(1, RAKE_WORK // max(cells.size, 1)))
+    for _ in range(rounds):
+        worst = 0.0
+        for j, target in enumerate(targets):
+            have = np.bincount(cells[:, j], weights=u, minlength=target.size)
+            reached = np.where(have > 0, target, 0.0)
+            if reached.sum() <= 0:
+                continue
+            reached = reached / reached.sum()
+            worst = max(worst, 0.5 * float(np.abs(have - reached).sum()))
+            u = u * np.where(have > 0, reached / np.maximum(have, 1e-300), 1.0)[cells[:, j]]
+            u = u / u.sum()
+        if worst <= RAKE_TOLERANCE:
+            break
+    return u
+
+
 def kl_divergence(u: np.ndarray, v: np.ndarray) -> float:
     """``KL(u || v)`` in nats over the support of ``u`` (both distributions on the same points)."""
     held = u > 0

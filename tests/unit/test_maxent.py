@@ -429,3 +429,31 @@ def test_james_stein_tolerance_keeps_a_clear_relations_strength():
     _, weak_js = fitted_strength(0.5, strength_signal=np.inf)
     assert np.mean(weak < 1) > 0.3  # shrunk: clear to the test
     assert np.mean(weak != weak_js) < 0.02  # those whose chance chi-square reaches 2.5x the noise's
+
+
+def test_raking_meets_every_target_margin_and_keeps_the_odds_ratios(rng):
+    """Two related columns (3 x 4 cells) whose weights miss their margins: raked, each margin is
+    its target, and every 2 x 2 cross-product ratio of the joint (the relation) is the one the
+    weights had, which is what sets raking apart from any other way to meet the margins."""
+    a, b = rng.integers(0, 3, 4000), rng.integers(0, 4, 4000)
+    joint = np.exp(rng.normal(0.0, 1.0, (3, 4)))
+    weights = joint[a, b] * rng.uniform(0.5, 1.5, 4000)
+    targets = [np.array([0.5, 0.3, 0.2]), np.array([0.1, 0.2, 0.3, 0.4])]
+    raked = maxent.rake(weights, np.column_stack([a, b]), targets)
+    for cells, target in zip((a, b), targets, strict=True):
+        np.testing.assert_allclose(np.bincount(cells, raked, target.size), target, atol=1e-5)
+
+    def cross_ratios(w):
+        table = np.zeros((3, 4))
+        np.add.at(table, (a, b), w)
+        return table[:-1, :-1] * table[1:, 1:] / (table[:-1, 1:] * table[1:, :-1])
+
+    np.testing.assert_allclose(cross_ratios(raked), cross_ratios(weights), rtol=1e-6)
+
+
+def test_raking_gives_a_cell_no_point_reaches_to_the_others():
+    """A target cell that no weighted point lies in: its mass goes to the reachable cells in
+    proportion to their targets, and the weights stay a distribution."""
+    cells = np.array([[0], [0], [1], [1]])
+    raked = maxent.rake(np.array([0.1, 0.1, 0.4, 0.4]), cells, [np.array([0.25, 0.25, 0.5])])
+    np.testing.assert_allclose(raked, [0.25, 0.25, 0.25, 0.25])

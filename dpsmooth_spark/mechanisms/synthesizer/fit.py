@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dpsmooth_spark.core.chebyshev import HistogramBasis, LevelHistogram
+from dpsmooth_spark.core.chebyshev import HistogramBasis, LevelHistogram, lattice_level
 from dpsmooth_spark.core.function_values import FunctionValues
 from dpsmooth_spark.core.lp import solve_l1_fit
 from dpsmooth_spark.core.marginals import (
@@ -37,6 +37,7 @@ from dpsmooth_spark.core.maxent import (
     james_stein_tolerance,
     kl_divergence,
     match_correlation,
+    rake,
 )
 from dpsmooth_spark.mechanisms.synthesizer.candidates import (
     Candidates,
@@ -364,6 +365,13 @@ def fit_from_summary(
         if weights is not fitted:
             kl = kl_divergence(weights, support.prior_weights())
         timings["completion"] = time.perf_counter() - start
+    if levels is not None and np.any(levels >= 2):
+        start = time.perf_counter()
+        raked = raked_to_levels(summary, support, weights, levels)
+        if raked is not weights:
+            kl = kl_divergence(raked, support.prior_weights())
+        weights = raked
+        timings["raking"] = time.perf_counter() - start
     timings.update({f"fit.{name}": seconds for name, seconds in steps.items()})
 
     centres = support.marginals.centres(support.marginals.cells)
@@ -389,6 +397,46 @@ def fit_from_summary(
         rare=support.rare,
         atoms=point_masses(summary, support.points, weights),
     )
+
+
+RAKE_DEVIATIONS = 3.0
+""":func:`raked_to_levels` rakes a lattice column whose fitted marginal's chi-square against
+its private marginal exceeds its ``m`` cells by this many of the chi-square's deviations
+``sqrt(2 m)``."""
+
+
+def raked_to_levels(
+    summary: NoisySummary, support: Candidates, weights: np.ndarray, levels: np.ndarray
+) -> np.ndarray:
+    """The weights raked (:func:`core.maxent.rake`) to the private marginal that the candidates
+    were drawn from of every lattice column (``levels[j] >= 2``; a rare-level group
+    (:class:`RareLevels`) as its representative level) whose fitted marginal lies further from
+    it than its noise allows (:data:`RAKE_DEVIATIONS`). The fit may leave a one-way marginal as
+    far from its measurement as the candidates' own draw (20,000 of them) puts it: on Adult at
+    epsilon 10, 4 to 250 noise variances per cell (a TVD of 0.003 per column against 0.0005
+    measured); within its noise (Adult at 1: 0.1 to 1.4) a fitted marginal also carries what
+    the relations' measurements say about it, and stays. Raking keeps the fitted relations
+    (every ratio within a level). Post-processing only."""
+    grid = support.marginals.cells
+    groups = {group.column: group for group in support.rare}
+    u = weights / weights.sum()
+    columns, cells, targets = [], [], []
+    for j in (int(c) for c in np.flatnonzero(levels >= 2)):
+        where = lattice_level(support.points[:, j], int(levels[j]))
+        target = support.marginals.probabilities[j, level_bins(int(levels[j]), grid)]
+        if j in groups:
+            target = groups[j].merged(target)
+        fitted = np.bincount(where, weights=u, minlength=target.size)
+        std = summary.histogram_noise_std / summary.histogram_totals[j]
+        held = target.size if j not in groups else target.size - groups[j].group.size + 1
+        chi2 = float((((fitted - target) / max(std, 1e-12)) ** 2).sum())
+        if chi2 > held + RAKE_DEVIATIONS * np.sqrt(2.0 * held):
+            columns.append(j)
+            cells.append(where)
+            targets.append(target)
+    if not columns:
+        return weights
+    return rake(weights, np.column_stack(cells), targets)
 
 
 def no_relation_found(summary: NoisySummary, modelled: LowRankPairs | None) -> bool:
