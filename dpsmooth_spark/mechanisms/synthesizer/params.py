@@ -41,7 +41,11 @@ class SynthesizerParams(BaseModel):
         default=20_000,
         ge=10,
         le=500_000,
-        description="Number of candidate points C the fit weighs.",
+        description=(
+            "Number of candidate points C the fit weighs, at least: raised to 128 per measured "
+            "contingency-table cell, or 500 per column where the pairs are read through their "
+            "low-rank model, up to 100,000."
+        ),
     )
     candidate_strategy: Literal["auto", "moments", "psi"] = Field(
         default="auto",
