@@ -452,9 +452,10 @@ class NoisySummary:
     def held_cells(self) -> np.ndarray:
         """``(d, B)`` the histogram cells that can hold a column's values: a lattice column's
         the cells of its levels (the others' counts are noise alone), any other column's all."""
-        if self.histograms is None:
+        found = self._one("histograms")
+        if found is None:
             raise ValueError("this summary has no one-way histograms")
-        d, bins = self.histograms.shape
+        d, bins = self.bounds.d, found.query.bins
         held = np.ones((d, bins), dtype=bool)
         for column, levels in enumerate(
             np.zeros(d, np.int64) if self.levels is None else self.levels
