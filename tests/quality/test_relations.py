@@ -11,6 +11,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from scipy.stats import wasserstein_distance
 
 from dpsmooth_spark.mechanisms.synthesizer import ArraySynthesizer, SynthesizerParams
 from tests.unit.synthesizer_tables import (
@@ -305,7 +306,10 @@ def test_pure_epsilon_finds_the_blocks_of_a_wide_table_through_its_clipped_pairs
     typical L1 norm (``clipped_pairs``, sensitivity about 300) and reads them through their
     low-rank model. The fit's correlation error is 0.20-0.24 of independence's in seeds 0-3
     (1.0 with ``clipped_pairs: off``: no relation measured); the model finds the six blocks.
-    Asserted on seed 0: below 0.4."""
+    With 60 columns of one shape, each clear histogram is shrunk towards the others' shape
+    (``core.marginals.SHARED_SHAPE_WIDE``): the fitted marginals' mean Wasserstein-1 distance
+    to the data is 0.0054-0.0069 in seeds 0-3, against 0.012-0.013 with each histogram
+    denoised alone. Asserted on seed 0: below 0.4 and 0.009."""
     from dpsmooth_spark.mechanisms.synthesizer.summary import modelled_pairs
 
     table = block_factor_table(0)
@@ -319,3 +323,9 @@ def test_pure_epsilon_finds_the_blocks_of_a_wide_table_through_its_clipped_pairs
     assert modelled is not None and modelled.model.rank == 6
     fitted = fitted_correlation(synth.result_)
     assert np.abs(fitted - real)[upper].mean() / np.abs(real[upper]).mean() < 0.4
+    weights = synth.result_.weights / synth.result_.weights.sum()
+    distances = [
+        wasserstein_distance(column / 3.0, synth.result_.candidates[:, j], None, weights)
+        for j, column in enumerate(table.values())
+    ]
+    assert np.mean(distances) < 0.009

@@ -221,6 +221,42 @@ def test_a_shared_shape_the_noise_swamps_too_is_not_used():
     )
 
 
+def test_a_wide_tables_clear_histograms_take_the_shape_their_columns_share():
+    """60 columns of one shape (a standard normal on 64 cells of [-3, 3]), each histogram clear
+    (Laplace share noise 0.0025 a cell: the 100-column factor table at epsilon 1). With
+    ``near_target``, each marginal shrunk towards the other 59 columns' shape lands nearer the
+    truth than the one kept as measured (W1 over 10 seeded draws of 60 columns: 0.0039 against
+    0.0117, standard errors 0.0001 and 0.0002; bound 0.5x). A column of a shape the others do
+    not share, theirs skewed by a ramp from 0.2 to 1.8 (its own cells' James-Stein factor
+    against the shared shape 0.69, below the cut; its 8 coarse cells' above it), is kept as
+    measured."""
+    from scipy.stats import norm
+
+    from dpsmooth_spark.core.marginals import histogram_density, shared_shape
+
+    rng = np.random.default_rng(2)
+    truth = np.diff(norm.cdf(np.linspace(-3.0, 3.0, 65)))
+    truth[[0, -1]] += norm.cdf(-3.0)
+    std = np.full(64, 0.0025)
+    near, kept = [], []
+    for _ in range(10):
+        shares = truth + rng.laplace(0.0, 0.0025 / np.sqrt(2.0), (60, 64))
+        for j in range(60):
+            shape = shared_shape(np.delete(shares, j, axis=0), 0.0025)
+            assert shape is not None
+            near.append(cells_w1(histogram_density(shares[j], std, 64, *shape, True), truth))
+            kept.append(cells_w1(histogram_density(shares[j], std, 64, *shape), truth))
+    assert np.mean(near) < 0.5 * np.mean(kept)
+
+    skewed = truth * np.linspace(0.2, 1.8, 64)
+    skewed = skewed / skewed.sum() + rng.laplace(0.0, 0.0025 / np.sqrt(2.0), 64)
+    shape = shared_shape(truth + rng.laplace(0.0, 0.0025 / np.sqrt(2.0), (60, 64)), 0.0025)
+    assert shape is not None
+    np.testing.assert_array_equal(
+        histogram_density(skewed, std, 64, *shape, True), histogram_density(skewed, std, 64)
+    )
+
+
 def test_a_summarys_continuous_marginals_share_a_shape_and_its_lattice_columns_do_not():
     """A summary of 40 continuous columns, all in the lower half of their bounds (0.6 / 0.4 / 0
     / 0 on 4 cells), and a 0/1 column, each histogram with share noise 0.7 (1000 rows): the

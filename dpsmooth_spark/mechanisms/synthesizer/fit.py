@@ -175,7 +175,10 @@ def _global_groups(found: list[Measurement]) -> tuple[np.ndarray, np.ndarray, np
 
 
 def _keep_prior_marginals(
-    found: list[Measurement], support: Candidates, levels: np.ndarray | None = None
+    found: list[Measurement],
+    support: Candidates,
+    levels: np.ndarray | None = None,
+    shrunk: bool = False,
 ) -> list[Measurement]:
     """Let each histogram group leave at least the chi-square of the marginal the candidates were
     drawn from (a shrunk histogram is not pulled back to the noisy one); on a lattice column
@@ -184,7 +187,11 @@ def _keep_prior_marginals(
     spread over all four): the fit must not chase the noise of cells that no candidate can fill.
     Continuous columns keep the marginal's chi-square: the candidates' own, which adds their
     sampling noise, let the fit weaken clear relations
-    (``test_james_stein_targets_keep_clear_relations_that_the_ball_weakens``)."""
+    (``test_james_stein_targets_keep_clear_relations_that_the_ball_weakens``). With ``shrunk``
+    (:attr:`NoisySummary.shares_shape`), a continuous column's histogram is read as the marginal
+    the candidates were drawn from, its noise kept: within the chi-square the shrinkage left,
+    the fit moved the marginals of the 100-column factor table back towards their noise (W1
+    0.0055 against 0.0041, one seed)."""
     out = []
     probabilities = support.marginals.probabilities
     for m in found:
@@ -194,6 +201,9 @@ def _keep_prior_marginals(
                 cells = np.full(columns.size, bins)
                 drawn = probabilities[columns].reshape(columns.size, bins, -1).sum(axis=2).ravel()
                 lattice = np.zeros(columns.size) if levels is None else levels[columns]
+                if shrunk:
+                    continuous = np.repeat(lattice < 2, bins)
+                    m = dataclasses.replace(m, values=np.where(continuous, drawn, m.values))
             else:  # one cell per level: each level's grid cell
                 columns, cells = np.array(m.queries.columns), np.array(m.queries.levels)
                 grid = probabilities.shape[1]
@@ -335,6 +345,7 @@ def fit_from_summary(
         ),
         support,
         levels,
+        summary.shares_shape,
     )
     a = noise_scaled_values(found, support.points)
     b = np.concatenate([m.values for m in found])

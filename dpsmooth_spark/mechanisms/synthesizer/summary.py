@@ -28,6 +28,7 @@ from dpsmooth_spark.core.factors import (
 )
 from dpsmooth_spark.core.low_rank import LowRankCovariance, low_rank_covariance
 from dpsmooth_spark.core.marginals import (
+    SHARED_SHAPE_WIDE,
     SPIKE_DEVIATIONS,
     GridMarginals,
     clear_shape,
@@ -722,7 +723,9 @@ class NoisySummary:
         per-level counts where it was measured per level), else
         :func:`core.marginals.histogram_density`, a histogram its noise swamps shrunk towards
         the shape the continuous columns share where it is clear: the pooled histogram where
-        one was measured, else the other columns' mean (:func:`core.marginals.shared_shape`)."""
+        one was measured, else the other columns' mean (:func:`core.marginals.shared_shape`);
+        in a wide table (:attr:`shares_shape`), a clear one too where its noise cannot tell it
+        from that shape."""
         n = self.histogram_totals[column]
         histograms = self._histograms()
         bins = histograms.shape[1]
@@ -754,7 +757,18 @@ class NoisySummary:
             others = continuous[continuous != column]
             totals = self.histogram_totals[others, None]
             shape = shared_shape(histograms[others] / totals, self.histogram_noise_std / n)
-        return histogram_density(shares, std, cells, *(shape or ()))
+        if shape is None:
+            return histogram_density(shares, std, cells)
+        return histogram_density(shares, std, cells, *shape, near_target=self.shares_shape)
+
+    @property
+    def shares_shape(self) -> bool:
+        """Whether the table has :data:`core.marginals.SHARED_SHAPE_WIDE` continuous columns or
+        more: a clear histogram is then shrunk towards the shape the others share where its
+        noise cannot tell it from that shape, and the fit reads the marginals as shrunk."""
+        levels = None if self.levels is None else np.asarray(self.levels)
+        continuous = self.bounds.d if levels is None else int((levels < 2).sum())
+        return continuous >= SHARED_SHAPE_WIDE
 
     def measured_pairs(self) -> np.ndarray:
         """``(m, 2)`` the column pairs with a first-order pair term (``T_1 T_1`` or factors),
