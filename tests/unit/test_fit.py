@@ -161,8 +161,9 @@ def test_raking_moves_only_the_lattice_marginals_the_fit_leaves_beyond_their_noi
 def test_a_wide_tables_continuous_columns_are_raked_to_their_marginals():
     """50 continuous columns (``SHARED_SHAPE_WIDE``) at epsilon 1 on 2,000 rows: weights that
     tilt the first column's lower half by 1.3 are raked back to every continuous column's
-    private marginal on the histogram's cells, whatever the fitted marginal's distance from it
-    (the fit reads a wide table's marginals as known), as :func:`core.maxent.rake` does."""
+    private marginal on the histogram's cells (8 here, fewer than ``RAKE_CELLS``), whatever the
+    fitted marginal's distance from it (the fit reads a wide table's marginals as known), as
+    :func:`core.maxent.rake` does."""
     from dpsmooth_spark.core.maxent import rake
     from dpsmooth_spark.mechanisms.synthesizer import ArraySynthesizer
     from dpsmooth_spark.mechanisms.synthesizer.candidates import make_candidates
@@ -175,6 +176,7 @@ def test_a_wide_tables_continuous_columns_are_raked_to_their_marginals():
     assert summary.shares_shape
     support = make_candidates(summary, SynthesizerParams(), np.random.default_rng(0), None)
     bins = summary.histograms.shape[1]
+    assert bins == 8
     where = np.minimum(((support.points + 1.0) / 2.0 * bins).astype(np.int64), bins - 1)
     targets = [p.reshape(bins, -1).sum(axis=1) for p in support.marginals.probabilities]
     off = support.prior_weights() * np.where(support.points[:, 0] < 0, 1.3, 1.0)
