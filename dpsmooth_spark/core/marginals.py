@@ -162,10 +162,11 @@ small share of the marginals' budget while the others' mean has ``d - 1`` times 
 variance: the 100-column factor table at epsilon 1 (clear histograms, share noise 0.0025 a
 cell) came back with marginals twice as far from the data as independent Laplace histograms
 (seeded, W1 0.0107 against 0.0052), 0.0053 with the shrinkage (releases, with the weights
-raked to these marginals: W1 ratio 1.76 -> 0.70, docs/results.md). On the 5,000-row tables of 5-12 columns
-the shrunk marginals were nearer the data too (correlated at 1: W1 0.0135 -> 0.0098) but the
-pairs read through them lost correlation (ratio 0.22 -> 0.26-0.28): a few columns' shapes
-differ by more than the noise and the shrinkage moves their moments (docs/decisions/0004)."""
+raked to these marginals: W1 ratio 1.76 -> 0.70, docs/results.md). On the 5,000-row tables of
+5-12 columns the shrunk marginals were nearer the data too (correlated at 1: W1 0.0135 ->
+0.0098) but the pairs read through them lost correlation (ratio 0.22 -> 0.26-0.28): a few
+columns' shapes differ by more than the noise and the shrinkage moves their moments
+(docs/decisions/0004)."""
 
 SHARED_SHAPE_MIN_COLUMNS = 3
 """A swamped histogram is shrunk towards :func:`shared_shape` where the table has at least this
