@@ -23,7 +23,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dpsmooth_spark.core.chebyshev import HistogramBasis, LevelHistogram, lattice_level
+from dpsmooth_spark.core.chebyshev import (
+    HistogramBasis,
+    LevelHistogram,
+    histogram_cell,
+    lattice_level,
+)
 from dpsmooth_spark.core.function_values import FunctionValues
 from dpsmooth_spark.core.lp import solve_l1_fit
 from dpsmooth_spark.core.marginals import (
@@ -448,12 +453,11 @@ def raked_to_marginals(
     columns, cells, targets = [], [], []
     lattice = np.zeros(summary.bounds.d, np.int64) if levels is None else np.asarray(levels)
     if summary.shares_shape and summary.histograms is not None:
-        bins = summary.histograms.shape[1]
-        bins = RAKE_CELLS if bins % RAKE_CELLS == 0 else bins
+        measured = summary.histograms.shape[1]
+        bins = RAKE_CELLS if measured % RAKE_CELLS == 0 else measured
         for j in (int(c) for c in np.flatnonzero(lattice < 2)):
-            where = np.floor((support.points[:, j] + 1.0) / 2.0 * bins).astype(np.int32)
             columns.append(j)
-            cells.append(np.clip(where, 0, bins - 1))
+            cells.append(histogram_cell(support.points[:, j], bins).astype(np.int32))
             targets.append(support.marginals.probabilities[j].reshape(bins, -1).sum(axis=1))
     for j in (int(c) for c in np.flatnonzero(lattice >= 2)):
         where = lattice_level(support.points[:, j], int(lattice[j]))
