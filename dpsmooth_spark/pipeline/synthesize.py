@@ -99,6 +99,7 @@ def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
                 (g.column, g.levels, g.representative, g.group, g.shares) for g in result.rare
             ),
             atoms=result.atoms,
+            copula=result.copula,
         )
         distinct: int | None = None
     else:
@@ -155,7 +156,7 @@ def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
         "sampled_on": "executors" if on_executors else "driver",
         "candidates_picked_by": "kernel herding"
         if not on_executors and herds(rows, params.herding_rows)
-        else "independent draws",
+        else "systematic resampling",
         "files": "data/*.parquet, summary.json (DP noisy summary), manifest.json",
     }
     manifest = run.manifest(accountant, mechanism, output, result.timings)

@@ -510,13 +510,15 @@ def sample_on_executors(
     independent: bool = False,
     rare: tuple[tuple[int, int, int, np.ndarray, np.ndarray], ...] = (),
     atoms: tuple[tuple[int, float, float, float, float], ...] = (),
+    copula: np.ndarray | None = None,
 ) -> DataWriter:
     """A writer that draws ``rows`` records inside the executors and writes them as Parquet with
     the input's column types (``codec``); ``independent``: column by column (no relation was
     measured; :func:`core.sampling.sample_records`); ``rare``: ``(column, levels,
     representative, group, shares)`` of each large category's rare values, spread back over
     their group (:func:`core.sampling.spread_levels`); ``atoms``: the point masses at the
-    bounds to place (:func:`core.sampling.sample_records`).
+    bounds to place; ``copula``: the correlation each partition's records are reordered to
+    (:func:`core.sampling.sample_records`).
 
     The support (``C x d``), weights and jitter are broadcast with the task closure; partition
     ``p`` draws its share of the rows with ``numpy.random.default_rng([seed, p])``, so a release
@@ -545,6 +547,7 @@ def sample_on_executors(
                     rng,
                     independent=independent,
                     atoms=atoms,
+                    copula=copula,
                 )
                 for column, levels, representative, group, spread in rare:
                     scaled = spread_levels(

@@ -279,7 +279,7 @@ def test_sampling_on_executors_is_seeded_and_bounded(spark, tmp_path):
         config["output"].update(rows=5000, sampling="executors", partitions=3)
         report = run_synthesize(parse_config(config), quiet=True)
         assert report.manifest["output"]["sampled_on"] == "executors"
-        assert report.manifest["output"]["candidates_picked_by"] == "independent draws"
+        assert report.manifest["output"]["candidates_picked_by"] == "systematic resampling"
         data = pq.read_table(folder / "release" / "data")
         assert data.num_rows == 5000
         assert len(list((folder / "release" / "data").glob("part-*.parquet"))) == 3

@@ -86,6 +86,9 @@ class SynthesisResult:
             the candidates; the sample spreads them back (:func:`core.sampling.spread_levels`).
         atoms: the point masses at continuous columns' bounds the sample places
             (:func:`point_masses`, :func:`core.sampling.sample_records`).
+        copula: where the fit reads the pairs through their low-rank model, the Gaussian-copula
+            correlation the candidates were drawn from; records that are not herded are
+            reordered to it (:func:`core.sampling.sample_records`). ``None`` elsewhere.
     """
 
     summary: NoisySummary
@@ -101,6 +104,7 @@ class SynthesisResult:
     independent: bool = False
     rare: tuple[RareLevels, ...] = ()
     atoms: tuple[tuple[int, float, float, float, float], ...] = ()
+    copula: np.ndarray | None = None
 
     @property
     def support_size(self) -> int:
@@ -412,6 +416,7 @@ def fit_from_summary(
         independent=not relations.any() or no_relation_found(summary, modelled),
         rare=support.rare,
         atoms=point_masses(summary, support.points, weights),
+        copula=None if modelled is None else modelled.correlation,
     )
 
 

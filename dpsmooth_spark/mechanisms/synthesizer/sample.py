@@ -15,10 +15,10 @@ def sample_scaled(
     result: SynthesisResult, rows: int, rng: np.random.Generator, herding_rows: int = 0
 ) -> np.ndarray:
     """``rows`` synthetic records in scaled units [-1, 1]^d; up to ``herding_rows`` rows by
-    kernel herding, more column by column where no relation was measured
-    (``core.sampling.sample_records``); the rare values of a large category spread back over
-    their group (``core.sampling.spread_levels``); the point masses at the bounds are placed
-    (``result.atoms``)."""
+    kernel herding, more by systematic resampling, column by column where no relation was
+    measured (``core.sampling.sample_records``); the rare values of a large category spread
+    back over their group (``core.sampling.spread_levels``); the point masses at the bounds are
+    placed (``result.atoms``)."""
     out = sample_records(
         result.candidates,
         result.weights,
@@ -29,6 +29,7 @@ def sample_scaled(
         independent=result.independent,
         levels=result.summary.levels,
         atoms=result.atoms,
+        copula=result.copula,
     )
     for group in result.rare:
         out = spread_levels(
