@@ -278,8 +278,10 @@ def sample_records(
             herded have their jittered columns reordered so that their normal scores have this
             correlation (:func:`decorrelates`), without the chance correlation of ``C``
             candidates and of ``rows`` draws (on the 100-column factor table a third of the
-            correlation error at epsilon 1; on independent columns, where the model has rank
-            0, all of it beyond the real table's own).
+            correlation error at epsilon 1). A copula without any correlation (the model's
+            rank 0) is independence, whose values' correlation is zero too: the columns are
+            then reordered to that, exactly (normal scores reordered to zero leave a Pearson
+            correlation of order 1e-4).
     """
     if rows < 0:
         raise ValueError("rows must be >= 0")
@@ -322,7 +324,9 @@ def sample_records(
         if independent:
             picked = reorder_to_correlation(picked, np.eye(d), np.ones(d, dtype=bool))
         elif copula is not None:
-            picked = reorder_to_correlation(picked, copula, jitter > 0, normal_scores=True)
+            # a copula of independence is the values' zero correlation too, exactly
+            scores = bool(np.any(copula[~np.eye(d, dtype=bool)]))
+            picked = reorder_to_correlation(picked, copula, jitter > 0, normal_scores=scores)
     return picked
 
 
