@@ -221,6 +221,46 @@ def measured_per_level(levels: int, bins: int, cells: int) -> bool:
     return 2 <= levels <= cells and np.unique(level_bins(levels, bins)).size < levels
 
 
+def histogram_weights(
+    levels: np.ndarray, nominal: np.ndarray, bins: int, cells: int, pure: bool = True
+) -> np.ndarray:
+    """``(d,)`` each column's weight in the one-way histograms' release: its counts are scaled
+    by it before the common noise, so its noise std is the common one over its weight. Every
+    continuous column keeps 1; the lattice columns share their number of weights (pure epsilon:
+    their sum, the L1 sensitivity's part; zCDP: their sum of squares, the L2's) so that the
+    sensitivities stay ``d`` and ``sqrt(d)``, in proportion to ``g ** (1/2)`` (pure) or ``g **
+    (1/3)`` (zCDP), which minimises the sum over the columns of ``g`` times the noise std.
+    ``g`` is the noise a column's marginal carries at the release's resolution, in noise stds:
+    a category's levels (no coarser resolution), an ordered column measured per level the sum
+    over its ``bins`` bins of the square root of the levels each sums, else its held bins. A
+    0/1 column reads one rate from two cells; an 85-value integer's 64 bins each sum one or two
+    noisy values: with equal weights the first is known far better than the second."""
+    levels = np.asarray(levels, dtype=np.int64)
+    nominal = np.asarray(nominal, dtype=bool)
+    weights = np.ones(levels.size)
+    lattice = np.flatnonzero(levels >= 2)
+    if lattice.size < 2:
+        return weights
+    noise = np.empty(lattice.size)
+    for k, j in enumerate(lattice):
+        size = int(levels[j])
+        if nominal[j] or not measured_per_level(size, bins, cells):
+            noise[k] = (
+                size
+                if measured_per_level(size, bins, cells)
+                else np.unique(level_bins(size, bins)).size
+            )
+        else:
+            summed = np.bincount(level_bins(size, bins), minlength=bins)
+            noise[k] = np.sqrt(summed[summed > 0]).sum()
+    share = noise ** (0.5 if pure else 1.0 / 3.0)
+    if pure:
+        weights[lattice] = share * lattice.size / share.sum()
+    else:
+        weights[lattice] = share * np.sqrt(lattice.size / np.square(share).sum())
+    return weights
+
+
 def level_counts(counts: np.ndarray, levels: int) -> np.ndarray:
     """``(levels,)`` a lattice column's counts per level from its counts in ``cells >= levels``
     equal cells of [-1, 1]: each cell's count goes to the level nearest the cell's centre. A

@@ -106,13 +106,21 @@ def release_histograms(
     accountant: PrivacyAccountant,
     noise: NoiseSource,
     columns: int | None = None,
+    weights: np.ndarray | None = None,
 ) -> tuple[np.ndarray, float]:
     """One-way histogram counts plus noise for ``budget`` (L1 sensitivity d, L2 sqrt(d): a
     record is in one cell per column): ``(d, B)``, or the cells of ``columns`` histograms of any
-    sizes laid end to end; returns (noisy counts, scale)."""
+    sizes laid end to end; returns (noisy counts, scale). ``weights`` (one per count, its
+    column's: :func:`core.marginals.histogram_weights`, whose sum over the columns is ``d``
+    under pure epsilon and whose sum of squares is ``d`` under zCDP) scale the counts before the
+    noise and the noisy counts back after it: a column's noise is then the scale over its
+    weight, and the sensitivity is unchanged (privacy.md 3c)."""
     d = int(counts.shape[0]) if columns is None else columns
     sens = sensitivity.histograms_l1(d) if accountant.pure else sensitivity.histograms_l2(d)
-    return _release(counts, sens, budget, "histograms", accountant, noise)
+    if weights is None:
+        return _release(counts, sens, budget, "histograms", accountant, noise)
+    noisy, scale = _release(counts * weights, sens, budget, "histograms", accountant, noise)
+    return noisy / weights, scale
 
 
 def release_tables(

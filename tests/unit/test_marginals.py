@@ -420,3 +420,25 @@ def test_a_two_level_columns_rate_keeps_both_levels_and_errs_less():
             np.mean(ours),
             np.mean(histogram),
         )
+
+
+def test_histogram_weights_share_the_lattice_columns_sensitivity_by_their_noise():
+    """Continuous columns keep weight 1; the lattice columns' weights keep the histograms'
+    sensitivity (their sum under pure epsilon, their sum of squares under zCDP, equal to their
+    number) and grow with the noise a column's marginal carries: an 85-value integer measured
+    per value on 64 bins above a 42-level category above a 0/1 column; one lattice column alone
+    keeps 1."""
+    from dpsmooth_spark.core.marginals import histogram_weights
+
+    levels = np.array([0, 85, 42, 2, 0])
+    nominal = np.array([False, False, True, True, False])
+    for pure in (True, False):
+        w = histogram_weights(levels, nominal, 64, 1024, pure)
+        assert w[0] == w[4] == 1.0
+        lattice = w[1:4]
+        total = lattice.sum() if pure else np.square(lattice).sum()
+        assert total == pytest.approx(3.0)
+        assert lattice[0] > lattice[1] > lattice[2]
+    np.testing.assert_array_equal(
+        histogram_weights(np.array([0, 85, 0]), np.zeros(3, dtype=bool), 64, 1024), 1.0
+    )

@@ -515,6 +515,56 @@ def test_level_histogram_audit():
             assert bound > 0.7, bound  # not vacuous
 
 
+def test_weighted_histogram_audit():
+    """The one-way histograms of two lattice columns weighted by the noise their marginals
+    carry (privacy.md 3c, ``core.marginals.histogram_weights``) at epsilon = 1, through
+    ``release_summary``: an 8-level category measured per level and a 0/1 flag on its two held
+    bins of 4 get the weights 4 sqrt(2) / (2 sqrt(2) + sqrt(2)) and half that (their sum, the
+    L1 sensitivity, stays ``d = 2``); the noise is added to the weighted counts, which the added
+    record moves by each column's weight."""
+    bounds = PublicBounds.from_mapping({"a": (0.0, 7.0), "b": (0.0, 1.0)})
+    params = SynthesizerParams(
+        basis="marginal",
+        degree=1,
+        candidate_strategy="moments",
+        count_fraction=0.2,
+        marginal_fraction=0.5,
+        marginal_bins=4,
+        contingency_tables="off",
+        candidates=10,
+    )
+    epsilon = 1.0 / (0.8 * 0.5)  # the histograms' share is 1
+    rng = np.random.default_rng(0)
+    base = np.column_stack([rng.integers(0, 7, 40), rng.integers(0, 2, 40)]).astype(float)
+    neighbour = np.vstack([base, [[7.0, 1.0]]])
+    lattice, nominal = np.array([8, 2]), np.array([True, True])
+    weights = np.array([4.0 / 3.0, 2.0 / 3.0])
+
+    def outputs(table, factor, seed):
+        runs, sums, summary, accountant = mixed_stage_outputs(
+            table, bounds, params, epsilon, lattice, nominal, 1, factor, seed, RUNS // 2
+        )  # count, histograms
+        charge = next(c for c in accountant.charges if c.stage == "histograms")
+        assert charge.sensitivity == 2.0 and charge.epsilon == pytest.approx(1.0)
+        np.testing.assert_allclose(
+            summary.histogram_noise_stds, charge.scale * np.sqrt(2.0) / weights
+        )
+        fine = sums.histograms
+        counts = np.concatenate([level_counts(fine[0], 8), coarsen_histograms(fine[1:], 4)[0]])
+        return runs, counts * np.repeat(weights, [8, 4])
+
+    for factor, expect_above in ((1.0, False), (0.5, True)):
+        out_d, truth_d = outputs(base, factor, 63)
+        out_p, truth_p = outputs(neighbour, factor, 64)
+        np.testing.assert_allclose(
+            truth_p - truth_d, [0] * 7 + [weights[0]] + [0, 0, 0, weights[1]]
+        )
+        bound = audit(out_d, out_p, truth_d, truth_p)
+        assert (bound > 1.0) == expect_above, bound
+        if not expect_above:
+            assert bound > 0.7, bound  # not vacuous
+
+
 def test_contingency_table_audit():
     """The contingency tables (privacy.md 3g) with epsilon = 1, through ``release_summary`` as
     a release runs it: two categories (4 and 3 values) have one table, measured without a

@@ -158,7 +158,7 @@ def marginal_priors(summary: NoisySummary, params: SynthesizerParams) -> GridMar
             w.append(HistogramBasis(1, bins).evaluate(centres[:, None]))
             total = summary.histogram_totals[i]
             b.append(summary.histograms[i] / total)
-            std.append(np.full(bins, summary.histogram_noise_std / total))
+            std.append(np.full(bins, summary.histogram_noise_stds[i] / total))
         if sum(len(v) for v in b) == 0:
             continue
         per_level = i in summary.level_histograms  # a nominal column: its levels' counts alone
@@ -222,7 +222,7 @@ def hub_marginals(summary: NoisySummary, marginals: GridMarginals) -> GridMargin
     factors = pairs.factors(points)  # (cells, d): each column's factor on its grid
     means = np.einsum("dc,cd->d", marginals.probabilities, factors)
     answers = np.clip(summary.factor_sums / n, -1.0, 1.0)
-    cell_var = (summary.histogram_noise_std / n) ** 2
+    cell_var = (summary.histogram_noise_stds / n) ** 2  # per column
     answer_var = (summary.factor_noise_std / n) ** 2
     probabilities = marginals.probabilities.copy()
     for hub in hubs:
@@ -233,7 +233,7 @@ def hub_marginals(summary: NoisySummary, marginals: GridMarginals) -> GridMargin
             per_cell = factors[level_bins(levels, marginals.cells), hub]
         else:
             per_cell = factors[:, hub].reshape(bins, -1).mean(axis=1)
-        histogram_var = cell_var * float(per_cell @ per_cell)
+        histogram_var = cell_var[hub] * float(per_cell @ per_cell)
         if histogram_var <= 0:
             continue  # a noiseless histogram: nothing to pool
         mean, pairs_var = mean_from_pairs(

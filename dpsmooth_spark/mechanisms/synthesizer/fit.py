@@ -470,7 +470,7 @@ def raked_to_marginals(
         if j in groups:
             target = groups[j].merged(target)
         fitted = np.bincount(where, weights=u, minlength=target.size)
-        std = summary.histogram_noise_std / summary.histogram_totals[j]
+        std = summary.histogram_noise_stds[j] / summary.histogram_totals[j]
         held = target.size if j not in groups else target.size - groups[j].group.size + 1
         chi2 = float((((fitted - target) / max(std, 1e-12)) ** 2).sum())
         if chi2 > held + RAKE_DEVIATIONS * np.sqrt(2.0 * held):

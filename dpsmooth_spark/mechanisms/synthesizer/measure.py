@@ -40,7 +40,12 @@ from dpsmooth_spark.core.factors import (
     spread_factors,
 )
 from dpsmooth_spark.core.kernel import ExactSums
-from dpsmooth_spark.core.marginals import GridMarginals, level_counts, measured_per_level
+from dpsmooth_spark.core.marginals import (
+    GridMarginals,
+    histogram_weights,
+    level_counts,
+    measured_per_level,
+)
 from dpsmooth_spark.core.subspace import SubspaceEstimate, private_subspace_iteration
 from dpsmooth_spark.core.tables import ContingencyTables, independent_tables, table_pairs
 from dpsmooth_spark.mechanisms.stages import (
@@ -129,7 +134,7 @@ def release_summary(
                 noisy_count,
                 noise_std(count_scale, accountant),
                 summary.histograms,
-                summary.histogram_noise_std,
+                summary.histogram_noise_stds,
                 summary.pooled_histogram,
                 summary.pooled_noise_std,
                 0 if summary.pooled_columns is None else summary.pooled_columns.size,
@@ -458,7 +463,7 @@ def pooled_count(
     noisy_count: float,
     count_std: float,
     histograms: np.ndarray,
-    cell_std: float,
+    cell_std: float | np.ndarray,
     pooled: np.ndarray | None = None,
     pooled_std: float = 0.0,
     pooled_columns: int = 0,
@@ -469,7 +474,8 @@ def pooled_count(
     and of the pooled histogram's total over its ``pooled_columns`` columns where one was measured.
 
     Every record lies in exactly one cell of each column's histogram, so each total is the count
-    plus the sum of ``B`` independent noise draws (std ``sqrt(B) cell_std``; ``cells``: each
+    plus the sum of ``B`` independent noise draws (std ``sqrt(B) cell_std``, ``cell_std`` one
+    number or each column's where the histograms are weighted; ``cells``: each
     column's number of noisy cells where they differ, as for the per-level ones; ``held``: ``(d,
     B)`` the cells summed, those that can hold a column's values), independent of the
     count's noise and of the other columns': ``d + 1`` unbiased estimates of the same count.
@@ -478,10 +484,10 @@ def pooled_count(
     over ``m`` is one more (noise std ``sqrt(B) pooled_std / m``): where it is measured it takes
     most of the histograms' budget, and its total is the best of them. Post-processing only."""
     totals = (histograms if held is None else histograms * held).sum(axis=1)
-    total_var = (
-        np.full(totals.size, histograms.shape[1]) if cells is None else cells
-    ) * cell_std**2
-    if count_std <= 0 or cell_std <= 0:
+    total_var = (np.full(totals.size, histograms.shape[1]) if cells is None else cells) * np.square(
+        cell_std
+    )
+    if count_std <= 0 or np.any(np.asarray(cell_std) <= 0):
         return noisy_count
     estimates = np.concatenate([[noisy_count], totals])
     weights = np.concatenate([[1.0 / count_std**2], 1.0 / total_var])
@@ -548,7 +554,20 @@ def _release_marginals(
         parts[j] = np.concatenate([edges, sums.atoms[j]])
     if with_nulls and sums.nulls is not None:
         parts = [np.append(part, sums.nulls[j]) for j, part in enumerate(parts)]
-    noisy_cells, scale = release_histograms(np.concatenate(parts), budget, accountant, noise, d)
+    weights = (
+        histogram_weights(levels, nominal, bins, cells, accountant.pure)
+        if params.histogram_allocation == "auto"
+        else np.ones(d)
+    )
+    weighted = not np.all(weights == 1.0)
+    noisy_cells, scale = release_histograms(
+        np.concatenate(parts),
+        budget,
+        accountant,
+        noise,
+        d,
+        np.repeat(weights, [part.size for part in parts]) if weighted else None,
+    )
     split = np.split(noisy_cells, np.cumsum([part.size for part in parts])[:-1])
     null_counts = None
     if with_nulls and nullable is not None:
@@ -558,6 +577,12 @@ def _release_marginals(
     for j in atom_columns:
         atoms[j], split[j] = split[j][-2:], split[j][:-2]
     std = noise_std(scale, accountant)
+    column_std = std / weights  # a weighted column's noise: the common one over its weight
+
+    def stds(columns: np.ndarray, sizes: list[int]) -> float | np.ndarray:
+        """The noise std of each value of ``columns``' parts (one number where unweighted)."""
+        return np.repeat(column_std[columns], sizes) if weighted else std
+
     every = tuple(range(d))
     measured = None if binned.size == d else tuple(binned.tolist())
     statistics = [
@@ -566,7 +591,7 @@ def _release_marginals(
             "histograms",
             HistogramBasis(d, bins, measured),
             np.array([split[j] for j in binned]).reshape(binned.size, bins),
-            std,
+            stds(binned, [bins] * binned.size),
             tuple(binned.tolist()),
         )
     ]
@@ -583,7 +608,7 @@ def _release_marginals(
                     tuple(bool(not nominal[c]) for c in columns),
                 ),
                 np.concatenate([split[j] for j in columns]),
-                std,
+                stds(columns, [split[j].size for j in columns]),
                 tuple(columns.tolist()),
             )
         )
@@ -593,7 +618,9 @@ def _release_marginals(
         )
     if null_counts is not None:  # the histograms' null cells, released with them
         statistics.append(
-            NoisyStatistic("null_counts", "histograms", None, null_counts, std, every)
+            NoisyStatistic(
+                "null_counts", "histograms", None, null_counts, stds(np.arange(d), [1] * d), every
+            )
         )
     if pooled:  # the value cells only: a null is not pooled
         pooled_counts, pooled_scale = release_pooled_histogram(

@@ -69,6 +69,13 @@ class SynthesizerParams(BaseModel):
         lt=1,
         description="Share of the rest for the one-way histograms when a basis is measured too.",
     )
+    histogram_allocation: Literal["auto", "equal"] = Field(
+        default="auto",
+        description=(
+            "auto: the lattice columns' histograms share their budget by the noise their "
+            "marginals carry (many levels more, a 0/1 column less); equal: every column alike."
+        ),
+    )
     marginal_bins: int | None = Field(
         default=None,
         ge=1,

@@ -104,7 +104,9 @@ class NoisyStatistic:
         query: the functions measured (``evaluate(points) -> (R, C)`` where the fit uses them),
             an object with a codec in :data:`QUERY_CODECS`; ``None`` where the kind says it all.
         values: the noisy values (sums or counts, not normalised).
-        noise_std: standard deviation of the noise of each value (one number: every value's).
+        noise_std: standard deviation of the noise of each value: one number (every value's),
+            or one per value (the weighted histograms', :func:`core.marginals
+            .histogram_weights`).
         scope: the columns it covers.
     """
 
@@ -112,7 +114,7 @@ class NoisyStatistic:
     stage: str
     query: Any
     values: np.ndarray
-    noise_std: float
+    noise_std: float | np.ndarray
     scope: tuple[int, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
@@ -127,7 +129,11 @@ class NoisyStatistic:
                 )
             out["query"] = {"type": names[0], **QUERY_CODECS[names[0]][1](self.query)}
         out["values"] = np.asarray(self.values).tolist()
-        out["noise_std"] = float(self.noise_std)
+        out["noise_std"] = (
+            np.asarray(self.noise_std).tolist()
+            if np.ndim(self.noise_std)
+            else float(self.noise_std)
+        )
         return out
 
     @classmethod
@@ -142,7 +148,9 @@ class NoisyStatistic:
             data["stage"],
             query,
             np.array(data["values"], dtype=np.float64),
-            float(data["noise_std"]),
+            np.array(data["noise_std"], dtype=np.float64)
+            if isinstance(data["noise_std"], list)
+            else float(data["noise_std"]),
             tuple(int(c) for c in data.get("scope", ())),
         )
 
@@ -394,7 +402,8 @@ class NoisySummary:
         1: 0.78 without the bounds' cells, 0.89 with every one added)."""
         if self.atoms is None:
             return np.zeros((self.bounds.d, 2), dtype=bool)
-        return np.nan_to_num(self.atoms, nan=0.0) > SPIKE_DEVIATIONS * self.histogram_noise_std
+        std = self.histogram_noise_stds[:, None]
+        return np.nan_to_num(self.atoms, nan=0.0) > SPIKE_DEVIATIONS * std
 
     @cached_property
     def ordered_levels(self) -> frozenset[int]:
@@ -446,7 +455,7 @@ class NoisySummary:
         nullable = ~np.isnan(self.null_counts)
         nulls = np.where(nullable, self.null_counts, 0.0)
         rows = (self.histograms * self.held_cells()).sum(axis=1) + nulls
-        weights = 1.0 / (self.histogram_cells() + nullable)
+        weights = 1.0 / ((self.histogram_cells() + nullable) * self.histogram_noise_stds**2)
         everyone = float(weights @ rows / weights.sum())
         return np.maximum(everyone - nulls, 1.0)
 
@@ -488,10 +497,26 @@ class NoisySummary:
         parts = np.split(found.values, query.offsets[1:-1])
         return dict(zip(query.columns, parts, strict=True))
 
-    @property
-    def histogram_noise_std(self) -> float:
+    @cached_property
+    def histogram_noise_stds(self) -> np.ndarray:
+        """``(d,)`` the noise std of each count of each column's one-way histogram (its bins or
+        its levels): the histograms' common one, over the column's weight where they are
+        weighted (:func:`core.marginals.histogram_weights`); 0 without histograms."""
+        out = np.zeros(self.bounds.d)
         found = self._one("histograms")
-        return 0.0 if found is None else found.noise_std
+        if found is None:
+            return out
+        if not np.ndim(found.noise_std):  # unweighted: every column's, per level too
+            out[:] = found.noise_std
+            return out
+        if found.scope:
+            out[list(found.scope)] = np.reshape(found.noise_std, (len(found.scope), -1))[:, 0]
+        levels = self._one("level_histograms")
+        if levels is not None:
+            std = np.asarray(levels.noise_std)
+            for column, start in zip(levels.query.columns, levels.query.offsets[:-1], strict=True):
+                out[column] = std[start]
+        return out
 
     @property
     def null_counts(self) -> np.ndarray | None:
@@ -509,7 +534,7 @@ class NoisySummary:
     @property
     def pooled_noise_std(self) -> float:
         found = self._one("pooled_histogram")
-        return 0.0 if found is None else found.noise_std
+        return 0.0 if found is None else float(found.noise_std)
 
     @property
     def pooled_columns(self) -> np.ndarray | None:
@@ -533,7 +558,7 @@ class NoisySummary:
     def factor_noise_std(self) -> float:
         """The noise std of the last factor-pair measurement (every one is at the same noise)."""
         found = self._one("factor_pairs")
-        return 0.0 if found is None else found.noise_std
+        return 0.0 if found is None else float(found.noise_std)
 
     @property
     def pca(self) -> SubspaceEstimate | None:
@@ -554,7 +579,7 @@ class NoisySummary:
     @property
     def direction_noise_std(self) -> float:
         found = self._one("directions")
-        return 0.0 if found is None else found.noise_std
+        return 0.0 if found is None else float(found.noise_std)
 
     @property
     def normalised(self) -> np.ndarray:
@@ -729,11 +754,11 @@ class NoisySummary:
         n = self.histogram_totals[column]
         histograms = self._histograms()
         bins = histograms.shape[1]
-        shares, std = histograms[column] / n, np.full(bins, self.histogram_noise_std / n)
+        shares, std = histograms[column] / n, np.full(bins, self.histogram_noise_stds[column] / n)
         levels = 0 if self.levels is None else int(self.levels[column])
         if column in self.level_histograms:
             shares = self.level_histograms[column] / n
-            std = np.full(shares.size, self.histogram_noise_std / n)
+            std = np.full(shares.size, self.histogram_noise_stds[column] / n)
             if column in self.ordered_levels and levels > 2:
                 density = np.zeros(cells)
                 found = ordered_level_density(shares, std[0], bins, self.noise == "laplace")
@@ -756,7 +781,7 @@ class NoisySummary:
             )
             others = continuous[continuous != column]
             totals = self.histogram_totals[others, None]
-            shape = shared_shape(histograms[others] / totals, self.histogram_noise_std / n)
+            shape = shared_shape(histograms[others] / totals, self.histogram_noise_stds[column] / n)
         if shape is None:
             return histogram_density(shares, std, cells)
         return histogram_density(shares, std, cells, *shape, near_target=self.shares_shape)
@@ -961,7 +986,11 @@ def measurements(
         variance = np.full((measured.size, keep), bins // keep, dtype=np.float64)
         if summary.atoms is not None:  # an end bin holds its bound's clear cell too
             variance[:, [0, -1]] += summary.clear_atoms()[measured]
-        std = summary.histogram_noise_std * np.sqrt(variance.ravel()) / totals
+        std = (
+            np.repeat(summary.histogram_noise_stds[measured], keep)
+            * np.sqrt(variance.ravel())
+            / totals
+        )
         out.append(
             Measurement(
                 "histograms",
@@ -977,7 +1006,10 @@ def measurements(
         counts = list(summary.level_histograms.values())
         totals = np.repeat(summary.histogram_totals[list(columns)], [c.size for c in counts])
         shares = np.concatenate(counts) / totals
-        std = summary.histogram_noise_std / totals
+        std = (
+            np.repeat(summary.histogram_noise_stds[list(columns)], [c.size for c in counts])
+            / totals
+        )
         offsets = np.cumsum([0, *(c.size for c in counts)])
         for group in rare:  # a rare group's counts in its representative's cell
             part = slice(offsets[columns.index(group.column)], None)
