@@ -244,13 +244,11 @@ def histogram_weights(
     noise = np.empty(lattice.size)
     for k, j in enumerate(lattice):
         size = int(levels[j])
-        if nominal[j] or not measured_per_level(size, bins, cells):
-            noise[k] = (
-                size
-                if measured_per_level(size, bins, cells)
-                else np.unique(level_bins(size, bins)).size
-            )
-        else:
+        if not measured_per_level(size, bins, cells):  # its levels' bins, one level each
+            noise[k] = np.unique(level_bins(size, bins)).size
+        elif nominal[j]:  # a category: each level a cell of its own
+            noise[k] = size
+        else:  # an ordered column: each bin sums its levels' noise
             summed = np.bincount(level_bins(size, bins), minlength=bins)
             noise[k] = np.sqrt(summed[summed > 0]).sum()
     share = noise ** (0.5 if pure else 1.0 / 3.0)

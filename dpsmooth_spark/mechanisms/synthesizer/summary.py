@@ -455,7 +455,9 @@ class NoisySummary:
         nullable = ~np.isnan(self.null_counts)
         nulls = np.where(nullable, self.null_counts, 0.0)
         rows = (self.histograms * self.held_cells()).sum(axis=1) + nulls
-        weights = 1.0 / ((self.histogram_cells() + nullable) * self.histogram_noise_stds**2)
+        std = self.histogram_noise_stds  # each column's own where they are weighted
+        variance = std**2 if np.ptp(std) > 0 else 1.0
+        weights = 1.0 / ((self.histogram_cells() + nullable) * variance)
         everyone = float(weights @ rows / weights.sum())
         return np.maximum(everyone - nulls, 1.0)
 
