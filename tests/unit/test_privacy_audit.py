@@ -542,7 +542,7 @@ def test_weighted_histogram_audit():
 
     def outputs(table, factor, seed):
         runs, sums, summary, accountant = mixed_stage_outputs(
-            table, bounds, params, epsilon, lattice, nominal, 1, factor, seed, RUNS // 2
+            table, bounds, params, epsilon, lattice, nominal, 1, factor, seed, RUNS // 4
         )  # count, histograms
         charge = next(c for c in accountant.charges if c.stage == "histograms")
         assert charge.sensitivity == 2.0 and charge.epsilon == pytest.approx(1.0)
