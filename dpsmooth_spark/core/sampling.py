@@ -157,14 +157,15 @@ def reorder_to_correlation(
     movable = np.asarray(movable, dtype=bool)
     if rows < 3:
         return x
+    quantiles = _normal_quantiles(rows) if normal_scores else None
     for _ in range(rounds):
         spread = x.std(axis=0)
         varying = np.flatnonzero(spread > 1e-12)
         moving = movable[varying]
         if varying.size < 2 or not moving.any():
             break
-        if normal_scores:
-            z = _normal_scores(x[:, varying])
+        if quantiles is not None:
+            z = _normal_scores(x[:, varying], quantiles)
         else:
             z = (x[:, varying] - x[:, varying].mean(axis=0)) / spread[varying]
         scores = _target_scores(z, z.T @ z / rows, target[np.ix_(varying, varying)], moving)
@@ -173,15 +174,18 @@ def reorder_to_correlation(
     return x
 
 
-def _normal_scores(x: np.ndarray) -> np.ndarray:
-    """Each column of ``x`` as the standard normal quantiles of its ranks
-    (``Phi^-1((r - 1/2) / rows)``), tied values at their quantiles' mean, standardised. Numpy
-    and the standard library only: this module runs on the executors."""
-    rows = x.shape[0]
+def _normal_quantiles(rows: int) -> np.ndarray:
+    """``Phi^-1((r - 1/2) / rows)`` for the ranks ``r = 1 .. rows``. Numpy and the standard
+    library only: this module runs on the executors."""
     inverse = NormalDist().inv_cdf
-    quantiles = np.fromiter(
+    return np.fromiter(
         (inverse((k + 0.5) / rows) for k in range(rows)), dtype=np.float64, count=rows
     )
+
+
+def _normal_scores(x: np.ndarray, quantiles: np.ndarray) -> np.ndarray:
+    """Each column of ``x`` as the ``quantiles`` (:func:`_normal_quantiles`) of its ranks, tied
+    values at their quantiles' mean, standardised."""
     z = np.empty(x.shape)
     for j in range(x.shape[1]):
         order = np.argsort(x[:, j], kind="stable")

@@ -400,22 +400,25 @@ def test_pair_selection_audit():
     assert bounds[0.5] > 1.0, bounds
 
 
+HISTOGRAM_STAGE = {
+    "basis": "marginal",
+    "degree": 1,
+    "candidate_strategy": "moments",
+    "count_fraction": 0.2,
+    "marginal_fraction": 0.5,
+    "marginal_bins": 4,
+    "candidates": 10,
+}
+"""The histogram audits' configuration: 4 bins a column, the histograms' share of the budget
+0.8 x 0.5 (epsilon 1 / 0.4 gives them 1), the rest small."""
+
+
 def test_pooled_histogram_audit():
     """The pooled histogram (privacy.md 3f) with epsilon = 1, through ``release_summary`` as a
     release runs it (``pooled_histogram: on``): on 3 columns the added corner record puts its 3
     values in the last cell, moving the pooled count there by 3, the L1 sensitivity ``m``."""
     bounds = PublicBounds.from_mapping({c: (-1.0, 1.0) for c in "abc"})
-    params = SynthesizerParams(
-        basis="marginal",
-        degree=1,
-        candidate_strategy="moments",
-        count_fraction=0.2,
-        marginal_fraction=0.5,
-        marginal_bins=4,
-        pooled_histogram="on",
-        pooled_fraction=0.5,
-        candidates=10,
-    )
+    params = SynthesizerParams(**HISTOGRAM_STAGE, pooled_histogram="on", pooled_fraction=0.5)
     epsilon = 1.0 / (0.8 * 0.5 * 0.5)  # the pooled histogram's share is 1
     base = np.random.default_rng(0).uniform(-0.5, 0.5, size=(40, 3))
     neighbour = np.vstack([base, [[1.0, 1.0, 1.0]]])
@@ -478,15 +481,7 @@ def test_level_histogram_audit():
     other column's 4 bins and 2 bound cells; the added record moves one count of each column,
     the L1 sensitivity ``d = 2``."""
     bounds = PublicBounds.from_mapping({"a": (0.0, 7.0), "b": (-1.0, 1.0)})
-    params = SynthesizerParams(
-        basis="marginal",
-        degree=1,
-        candidate_strategy="moments",
-        count_fraction=0.2,
-        marginal_fraction=0.5,
-        marginal_bins=4,
-        candidates=10,
-    )
+    params = SynthesizerParams(**HISTOGRAM_STAGE)
     epsilon = 1.0 / (0.8 * 0.5)  # the histograms' share is 1
     rng = np.random.default_rng(0)
     base = np.column_stack([rng.integers(0, 7, 40), rng.uniform(-0.5, 0.5, 40)])
@@ -523,16 +518,7 @@ def test_weighted_histogram_audit():
     L1 sensitivity, stays ``d = 2``); the noise is added to the weighted counts, which the added
     record moves by each column's weight."""
     bounds = PublicBounds.from_mapping({"a": (0.0, 7.0), "b": (0.0, 1.0)})
-    params = SynthesizerParams(
-        basis="marginal",
-        degree=1,
-        candidate_strategy="moments",
-        count_fraction=0.2,
-        marginal_fraction=0.5,
-        marginal_bins=4,
-        contingency_tables="off",
-        candidates=10,
-    )
+    params = SynthesizerParams(**HISTOGRAM_STAGE, contingency_tables="off")
     epsilon = 1.0 / (0.8 * 0.5)  # the histograms' share is 1
     rng = np.random.default_rng(0)
     base = np.column_stack([rng.integers(0, 7, 40), rng.integers(0, 2, 40)]).astype(float)
