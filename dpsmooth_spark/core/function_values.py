@@ -11,7 +11,8 @@ smooth mechanism measures has structure that makes both products cheaper:
   in pairs, on the left and on the right (30 and 59 of them for the degree-3 pair terms at
   d = 30), whatever the number of pairs;
   a one-way term ``T_r(x_i)`` is a column of such a table (a GEMV); a pair on spread factors
-  ``p_i(x_i) p_j(x_j)`` (``core/factors.py``) is the same product over a table of the ``p_i``;
+  ``p_i(x_i) p_j(x_j)`` (``core/factors.py``) is the same product over a table of the ``p_i``,
+  and a quadrant pair (``core/quadrants.py``) over a table of the signs;
 * a histogram cell or a level is an indicator: a sparse matrix with one entry per candidate and
   column;
 * anything else (the few PSI directions) is kept dense.
@@ -28,7 +29,12 @@ import scipy.sparse as sp
 
 from dpsmooth_spark.core.chebyshev import BasisSet, HistogramBasis, LevelHistogram, chebyshev_table
 from dpsmooth_spark.core.factors import FactorPairs
+from dpsmooth_spark.core.quadrants import QuadrantPairs
 from dpsmooth_spark.core.tables import ContingencyTables
+
+SPARSE_PAIRS = 16
+""":class:`_Products` computes each pair's product alone where the pairs number fewer than
+1/16 of the left x right blocks of a weighted gram (each costs about a block's flops)."""
 
 
 @dataclass(frozen=True)
@@ -51,10 +57,22 @@ class _Products:
     right: np.ndarray  # rows of right_factors
     scale: np.ndarray  # (R_b,) float64
 
+    @property
+    def sparse(self) -> bool:
+        """Whether the pairs are few against the left x right blocks a weighted gram holds
+        (a column's few quadrant partners): each pair's product is then cheaper alone."""
+        blocks = self.left_factors.shape[0] * self.right_factors.shape[0]
+        return SPARSE_PAIRS * self.pair_rows.size < blocks
+
     def times(self, u: np.ndarray) -> np.ndarray:
         out = np.empty(self.scale.size)
         out[self.single_rows] = self.single @ u
-        if self.pair_rows.size:
+        if self.pair_rows.size and self.sparse:
+            out[self.pair_rows] = [
+                np.dot(self.left_factors[a] * u, self.right_factors[b])
+                for a, b in zip(self.left, self.right, strict=True)
+            ]
+        elif self.pair_rows.size:
             gram = (self.left_factors * u) @ self.right_factors.T
             out[self.pair_rows] = gram[self.left, self.right]
         return out * self.scale
@@ -62,7 +80,11 @@ class _Products:
     def transposed_times(self, y: np.ndarray) -> np.ndarray:
         y = y * self.scale
         out = y[self.single_rows].astype(np.float32) @ self.single
-        if self.pair_rows.size:
+        if self.pair_rows.size and self.sparse:
+            weights = y[self.pair_rows].astype(np.float32)
+            for a, b, w in zip(self.left, self.right, weights, strict=True):
+                out += w * self.left_factors[a] * self.right_factors[b]
+        elif self.pair_rows.size:
             n_left, k = self.left_factors.shape[0], self.right_factors.shape[0]
             middle = np.zeros(n_left * k)
             np.add.at(middle, self.left * k + self.right, y[self.pair_rows])
@@ -144,9 +166,11 @@ def _products(basis: BasisSet, points: np.ndarray, scale: np.ndarray) -> _Produc
     )
 
 
-def _factor_products(factors: FactorPairs, points: np.ndarray, scale: np.ndarray) -> _Products:
-    """Rows ``scale_r * p_i(x_i) p_j(x_j)``: the left factors are the pairs' first columns, the
-    right ones their second."""
+def _factor_products(
+    factors: FactorPairs | QuadrantPairs, points: np.ndarray, scale: np.ndarray
+) -> _Products:
+    """Rows ``scale_r * p_i(x_i) p_j(x_j)`` (spread factors or quadrant signs): the left
+    factors are the pairs' first columns, the right ones their second."""
     values = factors.factors(points).T.astype(np.float32)  # (d, C)
     lefts, left = np.unique(factors.pairs[:, 0], return_inverse=True)
     rights, right = np.unique(factors.pairs[:, 1], return_inverse=True)
@@ -205,7 +229,7 @@ class FunctionValues:
                 block = _products(queries, points, scale)
             elif isinstance(queries, HistogramBasis | LevelHistogram | ContingencyTables):
                 block = _indicators(queries, points, scale)
-            elif isinstance(queries, FactorPairs):
+            elif isinstance(queries, FactorPairs | QuadrantPairs):
                 block = _factor_products(queries, points, scale)
             if block is None:
                 block = _Dense((queries.evaluate(points) * scale[:, None]).astype(np.float32))

@@ -100,6 +100,26 @@ def select_top_k(
     return chosen
 
 
+def select_partners(
+    scores: np.ndarray,
+    budget: float,
+    accountant: PrivacyAccountant,
+    noise: NoiseSource,
+    stage: str,
+) -> np.ndarray:
+    """For each row ``i`` of the ``(m, m)`` ``scores`` (each moving by at most 1 between
+    neighbours, either way), the column ``j != i`` that noisy top-1 picks: ``m`` picks for
+    ``budget`` together, recorded as one charge of ``m`` selections (privacy.md 3i)."""
+    m = int(scores.shape[0])
+    scale = accountant.selection_scale(1.0, budget, m)
+    out = np.empty(m, dtype=np.int64)
+    for i in range(m):
+        others = np.delete(np.arange(m), i)
+        out[i] = others[noise.top_k(scores[i, others], 1, scale, accountant.pure)[0]]
+    accountant.charge_selection(stage, 1.0, scale, m)
+    return out
+
+
 def release_histograms(
     counts: np.ndarray,
     budget: float,

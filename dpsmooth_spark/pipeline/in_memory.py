@@ -26,6 +26,7 @@ from dpsmooth_spark.mechanisms.synthesizer import (
     SynthesizerParams,
     default_rows,
     fit_from_sums,
+    rows_pass_over,
     sample_table,
 )
 from dpsmooth_spark.pipeline.domains import (
@@ -119,7 +120,8 @@ class Synthesizer:
             self.params.pass_spec(bounds.d, codec.lattice(), codec.nominal()),
             null_cells=bool(nullable.any()),
         )
-        sums = partial_sums([codec.encode_with_nulls(data)], bounds.lower, bounds.upper, spec)
+        encoded = codec.encode_with_nulls(data)
+        sums = partial_sums([encoded], bounds.lower, bounds.upper, spec)
         check_rows(  # a refusal publishes nothing, so the domains' noise was never released
             sums.rows_seen, sums.rows_invalid, sums.rows_clamped, sums.count, self.on_invalid
         )
@@ -134,6 +136,7 @@ class Synthesizer:
             codec.lattice(),
             nullable,
             codec.nominal(),
+            rows_pass=rows_pass_over(encoded[0] if isinstance(encoded, tuple) else encoded, bounds),
         )
         self.codec_, self.rng_ = codec, rng
         return self

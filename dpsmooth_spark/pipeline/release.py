@@ -240,6 +240,16 @@ class ReleaseRun:
         _check_rows(config, sums)
         return sums
 
+    def rows_pass(self, sums_of: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+        """A second Spark pass over the rows the data pass summed (the same snapshot and, with a
+        privacy unit, the same rows of each unit), summing ``sums_of`` over them scaled to
+        [-1, 1] (the mechanism's ``RowsPass``), for statistics whose functions depend on
+        released ones (the quadrant pairs' medians)."""
+        with self.log.stage("second pass"):
+            return data_pass.statistic_sums(
+                self._input(self.spark()), self.codec, sums_of, unit="scaled"
+            ).values
+
     def sample_rows(self, rate: float) -> np.ndarray:
         """A Bernoulli sample of the valid rows (each kept independently with ``rate``), clamped
         to the bounds, on the driver: a per-record transformation, so neighbouring tables give

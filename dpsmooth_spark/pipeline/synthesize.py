@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pyarrow as pa
 
 from dpsmooth_spark.config import ReleaseConfig
@@ -58,6 +59,7 @@ def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
                 nullable,
                 run.codec.lattice(),
                 run.codec.nominal(),
+                run.rows_pass,
             )
             run.persist(accountant, summary.to_dict())
     else:
@@ -148,6 +150,7 @@ def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
             "kl_to_independent_prior": result.kl,
             "effective_support": result.support_size,
             "pairs_low_rank": _low_rank_pairs(result.summary, params),
+            "quadrant_pairs": _quadrant_pairs(result.summary),
         },
     }
     output = {
@@ -171,3 +174,15 @@ def _low_rank_pairs(
     pairs as measured."""
     modelled = modelled_pairs(summary, params)
     return None if modelled is None else modelled.model.describe()
+
+
+def _quadrant_pairs(summary: NoisySummary) -> dict[str, int] | None:
+    """What the manifest says of the quadrant pairs where they were measured: how many, and how
+    many clear their threshold and shape the copula (:func:`.summary.quadrant_threshold`)."""
+    quadrants = summary.quadrant_pairs
+    if quadrants is None:
+        return None
+    copula = summary.completed_correlation()
+    pairs = quadrants.query.pairs
+    related = 0 if copula is None else int((np.abs(copula[pairs[:, 0], pairs[:, 1]]) > 0).sum())
+    return {"measured": int(quadrants.query.size), "related": related}

@@ -294,10 +294,12 @@ def _measured_rates(
 
     found = []
 
-    def measure_only(sums, bounds, params, accountant, noise, rng, lattice, nullable, nominal):
+    def measure_only(
+        sums, bounds, params, accountant, noise, rng, lattice, nullable, nominal, rows_pass
+    ):
         found.append(
             release_summary(
-                sums, bounds, params, accountant, noise, rng, nullable, lattice, nominal
+                sums, bounds, params, accountant, noise, rng, nullable, lattice, nominal, rows_pass
             )
         )
 

@@ -613,3 +613,29 @@ def test_clipped_pairs_audit():
         return np.array(runs), exact
 
     assert_calibrated(outputs, base, neighbour, (81, 82), [0.16, 0.16, 0.16], 1e-4)
+
+
+def test_quadrant_pairs_audit():
+    """The quadrant pairs (privacy.md 3i) with epsilon = 1, through ``sign_gram`` as the second
+    pass sums them and ``release_basis_sums`` as ``_measure_quadrant_pairs`` releases them: on
+    three columns with thresholds at 0, the added record (1, 1, 1) lies above each threshold and
+    adds 1 to each of the three pairs' sums, their L1 sensitivity 3."""
+    from dpsmooth_spark.core.quadrants import sign_gram
+    from dpsmooth_spark.mechanisms.stages import release_basis_sums
+
+    base = np.random.default_rng(0).uniform(-1.0, 1.0, size=(40, 3))
+    neighbour = np.vstack([base, [[1.0, 1.0, 1.0]]])
+
+    def outputs(table, factor, seed):
+        exact = sign_gram(table, np.zeros(3)).reshape(3, 3)[[0, 0, 1], [1, 2, 2]]
+        noise = RecordingNoise(np.random.default_rng(seed), factor)
+        runs = []
+        for _ in range(2 * RUNS):  # cheap runs: twice as many narrow the bound's interval
+            accountant = PrivacyAccountant(1.0)
+            runs.append(
+                release_basis_sums(exact, 1.0, accountant, noise, stage="quadrant_pairs")[0]
+            )
+        assert accountant.charges[-1].stage == "quadrant_pairs"
+        return np.array(runs), exact
+
+    assert_calibrated(outputs, base, neighbour, (91, 92), [1.0, 1.0, 1.0], 0.0)

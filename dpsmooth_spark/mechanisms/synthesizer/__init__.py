@@ -16,7 +16,11 @@ Its stages, each a pure function over numpy with the accountant passed in:
 ``pipeline.synthesize`` for Spark.
 """
 
-from dpsmooth_spark.mechanisms.synthesizer.arrays import ArraySynthesizer, fit_from_sums
+from dpsmooth_spark.mechanisms.synthesizer.arrays import (
+    ArraySynthesizer,
+    fit_from_sums,
+    rows_pass_over,
+)
 from dpsmooth_spark.mechanisms.synthesizer.fit import SynthesisResult, fit_from_summary
 from dpsmooth_spark.mechanisms.synthesizer.measure import release_summary
 from dpsmooth_spark.mechanisms.synthesizer.params import SynthesizerParams, choose_basis
@@ -40,6 +44,7 @@ __all__ = [
     "fit_from_sums",
     "measurements",
     "release_summary",
+    "rows_pass_over",
     "default_rows",
     "sample_scaled",
     "sample_table",

@@ -7,14 +7,15 @@ table; the job computes the exact sums with Spark instead.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from dpsmooth_spark.core.bounds import PublicBounds
-from dpsmooth_spark.core.kernel import ExactSums, partial_sums
+from dpsmooth_spark.core.bounds import PublicBounds, scale_to_unit
+from dpsmooth_spark.core.kernel import ExactSums, partial_sums, valid_rows
 from dpsmooth_spark.mechanisms.synthesizer.fit import SynthesisResult, fit_from_summary
-from dpsmooth_spark.mechanisms.synthesizer.measure import release_summary
+from dpsmooth_spark.mechanisms.synthesizer.measure import RowsPass, release_summary
 from dpsmooth_spark.mechanisms.synthesizer.params import SynthesizerParams
 from dpsmooth_spark.mechanisms.synthesizer.sample import sample_scaled
 from dpsmooth_spark.privacy.accountant import PrivacyAccountant
@@ -31,13 +32,15 @@ def fit_from_sums(
     lattice: np.ndarray | None = None,
     nullable: np.ndarray | None = None,
     nominal: np.ndarray | None = None,
+    rows_pass: RowsPass | None = None,
 ) -> SynthesisResult:
     """Every driver stage: the DP statistics, then :func:`fit_from_summary` (``lattice``:
     levels per column, 0 continuous; the summary keeps them for the later stages; ``nullable``:
-    the columns whose null counts are measured; ``nominal``: the categorical columns)."""
+    the columns whose null counts are measured; ``nominal``: the categorical columns;
+    ``rows_pass``: a second pass over the rows, :data:`.measure.RowsPass`)."""
     start = time.perf_counter()
     summary = release_summary(
-        sums, bounds, params, accountant, noise, rng, nullable, lattice, nominal
+        sums, bounds, params, accountant, noise, rng, nullable, lattice, nominal, rows_pass
     )
     elapsed = time.perf_counter() - start
     result = fit_from_summary(summary, params, rng)
@@ -93,10 +96,11 @@ class ArraySynthesizer:
         domain = self.public_bounds
         data = np.column_stack([_column(table, c) for c in domain.columns])
         sums = partial_sums([data], domain.lower, domain.upper, self.params.pass_spec(domain.d))
-        return self.fit_sums(sums)
+        return self.fit_sums(sums, rows_pass_over(data, domain))
 
-    def fit_sums(self, sums: ExactSums) -> ArraySynthesizer:
-        """Fit from exact sums computed elsewhere (e.g. the Spark data pass)."""
+    def fit_sums(self, sums: ExactSums, rows_pass: RowsPass | None = None) -> ArraySynthesizer:
+        """Fit from exact sums computed elsewhere (e.g. the Spark data pass), with a second pass
+        over the rows where one is given (:data:`.measure.RowsPass`)."""
         rng = self._rng()
         noise = NoiseSource(rng if self.random_state is not None else None)
         self.accountant_ = PrivacyAccountant(self.epsilon, self.delta)
@@ -108,6 +112,7 @@ class ArraySynthesizer:
             noise,
             rng,
             self.lattice if self.lattice.any() else None,
+            rows_pass=rows_pass,
         )
         self.noise_ = noise
         self.sampling_rng_ = rng
@@ -126,6 +131,17 @@ class ArraySynthesizer:
             k = np.clip(np.rint((scaled[:, j] + 1.0) * steps / 2.0), 0, steps)
             values[:, j] = bounds.lower[j] + k * (bounds.upper[j] - bounds.lower[j]) / steps
         return {name: values[:, i] for i, name in enumerate(bounds.columns)}
+
+
+def rows_pass_over(data: np.ndarray, bounds: PublicBounds) -> RowsPass:
+    """The second pass over an in-memory table ``data`` (original units, NaN for nulls): the
+    rows the data pass keeps, clamped and scaled."""
+
+    def run(sums_of: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+        kept, _, _ = valid_rows(data, bounds.lower, bounds.upper)
+        return np.asarray(sums_of(scale_to_unit(kept, bounds.lower, bounds.upper)))
+
+    return run
 
 
 def _column(table: Any, name: str) -> np.ndarray:

@@ -285,7 +285,11 @@ order ``1 / sqrt(C)`` between any two columns, which the model's pairs without r
 (docs/decisions/0007)."""
 
 MODEL_CANDIDATES_CAP = 100_000
-"""Most candidates :data:`MODEL_CANDIDATES_PER_COLUMN` asks for (``C x d`` values in memory)."""
+"""Most candidates :data:`MODEL_CANDIDATES_PER_COLUMN` asks for."""
+
+MODEL_CANDIDATE_VALUES = 30_000_000
+"""Most values ``C x d`` that :data:`MODEL_CANDIDATES_PER_COLUMN` asks for (240 MB of float64):
+100,000 candidates up to 300 columns, 30,000 at 1,000 (whose driver stays under 4 GB)."""
 
 
 MODELLED_COPULA_SHARE = 1.0
@@ -308,12 +312,14 @@ TVD 0.041 / 0.098, 40,000 0.035 / 0.083, 60,000 0.032 / 0.074, 100,000 0.030 / 0
 
 def candidate_count(params: SynthesizerParams, d: int, modelled: bool, table_cells: int = 0) -> int:
     """How many candidates the fit weighs: ``params.candidates``, raised to
-    :data:`MODEL_CANDIDATES_PER_COLUMN` per column where the pairs are read through their
-    low-rank model and to :data:`TABLE_CANDIDATES_PER_CELL` per measured contingency-table
-    cell (``table_cells``), either at most :data:`MODEL_CANDIDATES_CAP`."""
+    :data:`MODEL_CANDIDATES_PER_COLUMN` per column (within :data:`MODEL_CANDIDATE_VALUES`) where
+    the pairs are read through their low-rank model or the quadrant pairs' copula
+    (``modelled``), and to :data:`TABLE_CANDIDATES_PER_CELL` per measured contingency-table cell
+    (``table_cells``), either at most :data:`MODEL_CANDIDATES_CAP`."""
     wanted = TABLE_CANDIDATES_PER_CELL * table_cells
     if modelled:
-        wanted = max(wanted, MODEL_CANDIDATES_PER_COLUMN * d)
+        per_column = MODEL_CANDIDATES_PER_COLUMN * d
+        wanted = max(wanted, min(per_column, MODEL_CANDIDATE_VALUES // max(d, 1)))
     return max(params.candidates, min(wanted, MODEL_CANDIDATES_CAP))
 
 
@@ -331,10 +337,12 @@ def make_candidates(
         marginals = hub_marginals(summary, marginals)
     correlation = private_correlation(summary, modelled)
     tables = summary.tables
+    # the quadrant pairs' correlation is shrunk by its noise already, as the model's is
+    whole = modelled is not None or summary.quadrant_pairs is not None
     count = candidate_count(
-        params, summary.basis.d, modelled is not None, 0 if tables is None else tables.values.size
+        params, summary.basis.d, whole, 0 if tables is None else tables.values.size
     )
-    copula_share = MODELLED_COPULA_SHARE if modelled is not None else params.copula_share
+    copula_share = MODELLED_COPULA_SHARE if whole else params.copula_share
     points, log_prior = marginal_candidates(marginals, count, rng, correlation, copula_share)
     if summary.levels is not None:
         points = snap_to_lattice(points, summary.levels, marginals.cells)

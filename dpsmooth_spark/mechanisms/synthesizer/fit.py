@@ -376,7 +376,9 @@ def fit_from_summary(
         a, z, sigma, groups, tolerance, support, params, steps, bound, shrunk
     )
     timings["fit"] = time.perf_counter() - start
-    if params.unrelated_independent:
+    # the quadrant pairs' candidates all come from the completed copula, and the sample is
+    # reordered to it: the unmeasured pairs hold what the measured ones imply already
+    if params.unrelated_independent and summary.quadrant_pairs is None:
         start = time.perf_counter()
         fitted, weights = (
             weights,
@@ -416,7 +418,7 @@ def fit_from_summary(
         independent=not relations.any() or no_relation_found(summary, modelled),
         rare=support.rare,
         atoms=point_masses(summary, support.points, weights),
-        copula=None if modelled is None else modelled.correlation,
+        copula=copula_of(summary, modelled),
     )
 
 
@@ -480,6 +482,17 @@ def raked_to_marginals(
     if not columns:
         return weights
     return rake(weights, np.column_stack(cells), targets)
+
+
+def copula_of(summary: NoisySummary, modelled: LowRankPairs | None) -> np.ndarray | None:
+    """The Gaussian-copula correlation the candidates were drawn from and the sample is reordered
+    to, where the pairs are read through one: the low-rank model's, or the quadrant pairs'
+    correlation of most entropy; ``None`` elsewhere."""
+    if modelled is not None:
+        return modelled.correlation
+    if summary.quadrant_pairs is not None:
+        return summary.completed_correlation()
+    return None
 
 
 def no_relation_found(summary: NoisySummary, modelled: LowRankPairs | None) -> bool:

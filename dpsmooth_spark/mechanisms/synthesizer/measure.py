@@ -20,6 +20,7 @@ The result is a :class:`.summary.NoisySummary`; everything later is post-process
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
@@ -46,6 +47,7 @@ from dpsmooth_spark.core.marginals import (
     level_counts,
     measured_per_level,
 )
+from dpsmooth_spark.core.quadrants import QuadrantPairs, medians, sign_gram
 from dpsmooth_spark.core.subspace import SubspaceEstimate, private_subspace_iteration
 from dpsmooth_spark.core.tables import ContingencyTables, independent_tables, table_pairs
 from dpsmooth_spark.mechanisms.stages import (
@@ -57,6 +59,7 @@ from dpsmooth_spark.mechanisms.stages import (
     release_histograms,
     release_pooled_histogram,
     release_tables,
+    select_partners,
     select_top_k,
 )
 from dpsmooth_spark.mechanisms.synthesizer.params import (
@@ -81,13 +84,19 @@ def release_summary(
     nullable: np.ndarray | None = None,
     lattice: np.ndarray | None = None,
     nominal: np.ndarray | None = None,
+    rows_pass: RowsPass | None = None,
 ) -> NoisySummary:
     """Spend the whole budget of ``accountant`` on the DP statistics of the mechanism
     (``nullable``: the columns declared nullable, whose null counts are measured; ``lattice``:
     levels per column, 0 continuous, from the config: no basis function that repeats lower ones
     on a column's lattice is measured; ``nominal``: the categorical columns, whose levels have
-    no order)."""
+    no order; ``rows_pass``: a second pass over the rows the data pass summed, for the
+    quadrant pairs, whose thresholds come from the released marginals)."""
     d = sums.d
+    continuous = np.arange(d) if lattice is None else np.flatnonzero(np.asarray(lattice) == 0)
+    quadrant_columns = (
+        continuous.size if rows_pass is not None and (nullable is None or not nullable.any()) else 0
+    )
     noisy_count = release_count(sums.count, params.count_fraction, accountant, noise)
 
     cells = params.marginal_cells if sums.histograms is None else sums.histograms.shape[1]
@@ -102,6 +111,7 @@ def release_summary(
         lattice,
         pairs,
         clippable=sums.clipped is not None and bool(sums.clip_levels),
+        quadrant_columns=quadrant_columns,
     )
     anchors = tuple(bounds.columns.index(c) for c in params.pair_columns)
     basis, selected, picks, share = plan.basis, plan.selected, plan.picks, plan.relations
@@ -145,6 +155,10 @@ def release_summary(
     if plan.tables and sums.tables is not None and counted is not None:
         summary = summary.with_statistics(
             _measure_tables(sums.tables, counted, summary, plan, accountant, noise)
+        )
+    if plan.quadrants and rows_pass is not None:
+        summary = summary.with_statistics(
+            _measure_quadrant_pairs(rows_pass, summary, plan, continuous, accountant, noise)
         )
     if plan.clipped:
         summary = summary.with_statistics(
@@ -233,6 +247,55 @@ def release_summary(
             ),
         )
     return summary
+
+
+RowsPass = Callable[[Callable[[np.ndarray], np.ndarray]], np.ndarray]
+"""``rows_pass(sums_of)``: ``sum over the rows of sums_of(x)``, ``x`` a batch of the rows the data
+pass summed (no null, clamped), scaled to [-1, 1]: a second pass over the data."""
+
+
+def _measure_quadrant_pairs(
+    rows_pass: RowsPass,
+    summary: NoisySummary,
+    plan: BudgetPlan,
+    columns: np.ndarray,
+    accountant: PrivacyAccountant,
+    noise: NoiseSource,
+) -> NoisyStatistic:
+    """Each of ``columns`` picks its most related partner among them by noisy top-1 on
+    ``|S_ij|`` (stage ``quadrant_selection``), then the picked pairs' ``S_ij`` are measured
+    (stage ``quadrant_pairs``, L1 sensitivity the number of pairs): ``S_ij`` the sum over the
+    rows of ``s_i s_j``, ``s_i`` the sign of ``x_i`` about its median under the released
+    marginal (one pass over the rows, :data:`RowsPass`). A record moves each ``S_ij`` by at most
+    1 (docs/privacy.md 3i). In a table of correlated blocks each column's partner is the
+    column of its block it shares most with, and the pairs' correlation of most entropy
+    (:meth:`NoisySummary.completed_correlation`) carries each block's other pairs through it."""
+    d = summary.bounds.d
+    thresholds = medians(summary.marginal_probabilities())
+    gram = np.asarray(rows_pass(lambda x: sign_gram(x, thresholds)), dtype=np.float64)
+    gram = gram.reshape(d, d)
+    among = np.abs(gram[np.ix_(columns, columns)])
+    partners = select_partners(
+        among, accountant.share(plan.quadrant_selection), accountant, noise, "quadrant_selection"
+    )
+    pairs = np.unique(
+        np.sort(np.column_stack([columns, columns[partners]]), axis=1), axis=0
+    ).astype(np.int64)
+    noisy, scale = release_basis_sums(
+        gram[pairs[:, 0], pairs[:, 1]],
+        accountant.share(plan.quadrants - plan.quadrant_selection),
+        accountant,
+        noise,
+        stage="quadrant_pairs",
+    )
+    return NoisyStatistic(
+        "quadrant_pairs",
+        "quadrant_pairs",
+        QuadrantPairs(thresholds, pairs),
+        noisy,
+        noise_std(scale, accountant),
+        tuple(np.unique(pairs).tolist()),
+    )
 
 
 CLIP_MARGIN = 1.25

@@ -251,6 +251,15 @@ class SynthesizerParams(BaseModel):
             "private marginals (auto), or not (off)."
         ),
     )
+    quadrant_pairs: Literal["auto", "off"] = Field(
+        default="auto",
+        description=(
+            "Under pure epsilon-DP on 50 or more continuous columns, where no pair term is "
+            "affordable, let each column pick its most related partner privately on the signs "
+            "of the columns about their private medians, and measure those pairs (auto), or "
+            "not (off)."
+        ),
+    )
     pair_columns: tuple[str, ...] = Field(
         default=(),
         description="Anchor columns (e.g. a label) whose pair with every other column is measured.",

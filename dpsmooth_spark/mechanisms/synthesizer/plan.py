@@ -50,6 +50,9 @@ class BudgetPlan:
         psi: share of Private Subspace Iteration (0 where it does not run).
         directions: share of the second moments along PSI's directions.
         clipped: share of the norm-clipped pairs (0 where they are not measured).
+        quadrants: share of the quadrant pairs, their partner picks included (0 where they are
+            not measured).
+        quadrant_selection: share of the quadrant pairs' partner picks (part of ``quadrants``).
     """
 
     strategy: str
@@ -69,6 +72,8 @@ class BudgetPlan:
     psi: float
     directions: float
     clipped: float = 0.0
+    quadrants: float = 0.0
+    quadrant_selection: float = 0.0
 
     def to_dict(self, pooled_fraction: float) -> dict[str, Any]:
         """The plan as the manifest prints it: each stage's share of the budget and what it buys."""
@@ -87,6 +92,8 @@ class BudgetPlan:
             "table_selection": self.table_selection,
             "tables": self.table_share - self.table_selection,
             "clipped_pairs": self.clipped,
+            "quadrant_selection": self.quadrant_selection,
+            "quadrant_pairs": self.quadrants - self.quadrant_selection,
         }
         return {
             "shares": {k: float(v) for k, v in shares.items() if v > 0},
@@ -108,12 +115,14 @@ def plan_budget(
     lattice: np.ndarray | None = None,
     table_pairs: int = 0,
     clippable: bool = False,
+    quadrant_columns: int = 0,
 ) -> BudgetPlan:
     """The release's plan from public values: the config (``params``), the column names, the
     data pass's histogram ``cells``, the ``lattice`` levels per column (0 continuous), the number
     of pairs the data pass counted contingency tables for, whether it computed the norm-clipped
-    second moments (``clippable``) and the noisy count. ``accountant`` converts shares to noise
-    scales; nothing is charged."""
+    second moments (``clippable``), how many columns a second pass could measure quadrant pairs
+    of (``quadrant_columns``: 0 where there is no such pass) and the noisy count.
+    ``accountant`` converts shares to noise scales; nothing is charged."""
     d = len(columns)
     rest = 1.0 - params.count_fraction
     anchors = tuple(columns.index(c) for c in params.pair_columns)
@@ -147,20 +156,38 @@ def plan_budget(
         picks = pickable_anchor_pairs(
             params, anchor_pairs, noisy_count, accountant, accountant.share(basis_share)
         )
-    # no pair term affordable from a wide table under pure epsilon: every pair's second moment,
-    # each row clipped to a norm near the table's typical one, costs far less than its worst case
-    clipped = (
-        share
-        if clippable
-        and accountant.pure
+    # no pair term affordable from a wide table under pure epsilon
+    unmeasured = (
+        accountant.pure
         and strategy == "moments"
         and basis.size == 0
         and not selected
         and not tables
+    )
+    # each column's most related partner, picked on the signs about the private medians, costs
+    # what d picks among d - 1 cost: far less than every pair at once
+    quadrants = (
+        share
+        if unmeasured
+        and params.quadrant_pairs == "auto"
+        and quadrant_columns >= QUADRANT_MIN_COLUMNS
+        and quadrants_affordable(quadrant_columns, noisy_count, accountant, share)
+        else 0.0
+    )
+    # else every pair's second moment, each row clipped to a norm near the table's typical one,
+    # costs far less than its worst case
+    clipped = (
+        share
+        if clippable
+        and unmeasured
+        and not quadrants
         and clipped_affordable(d, noisy_count, accountant, share)
         else 0.0
     )
-    if clipped:
+    if quadrants:
+        picks = 0
+        marginal_share, share = rest * params.marginal_fraction, 0.0
+    elif clipped:
         picks = 0  # the anchors' pairs are among the clipped ones
         marginal_share, share = rest - clipped, 0.0
     elif basis.size == 0 and not selected and not picks and not tables:
@@ -209,6 +236,8 @@ def plan_budget(
         psi=params.psi_fraction if strategy == "psi" else 0.0,
         directions=params.directions_fraction if strategy == "psi" else 0.0,
         clipped=clipped,
+        quadrants=quadrants,
+        quadrant_selection=quadrants * QUADRANT_SELECTION,
     )
 
 
@@ -270,6 +299,46 @@ def clipped_affordable(
     sens = sensitivity.clipped_pairs_l1(CLIP_TYPICAL_NORM * d, d)
     scale = accountant.noise_scale(sens, accountant.share(share))
     return noise_std(scale, accountant) <= CLIP_NOISE_TARGET * max(noisy_count, 1.0)
+
+
+QUADRANT_MIN_COLUMNS = 50
+"""Fewest continuous columns on which ``quadrant_pairs: auto`` measures quadrant pairs (the
+norm-clipped pairs' lower limit too)."""
+
+QUADRANT_SELECTION = 0.5
+"""Share of the quadrant pairs' budget that picks each column's partner; the rest measures the
+picked pairs. Picking is the costly part: each of ``d`` picks must stand out among ``d - 1``."""
+
+QUADRANT_RESOLUTION = 0.5
+"""The quadrant pairs are measured where a partner pick, predicted from public values, resolves a
+quadrant correlation of this or less (its noise scale times ``ln(d - 1)`` over the noisy count:
+about the largest noise draw among ``d - 1`` partners): copula correlations from 0.7 up are then
+found. On the 300-column factor table at epsilon 1 it is 0.11; at 0.1, 1.1 (no pairs)."""
+
+
+QUADRANT_NOISE = 0.05
+"""The quadrant pairs are measured where the noise std of a picked pair's copula correlation,
+predicted from public values for ``d`` pairs, is at most this: at 0.12 (100 columns at epsilon
+0.1) a pair must read 0.47 to clear :data:`summary.QUADRANT_DEVIATIONS`, and each false one
+that does is a large invented relation (the table without relations: ratio 1.09)."""
+
+
+def quadrants_affordable(
+    columns: int, noisy_count: float, accountant: PrivacyAccountant, share: float
+) -> bool:
+    """Whether ``share`` of the budget picks a partner for each of ``columns`` columns at a
+    predicted resolution within :data:`QUADRANT_RESOLUTION` and measures up to ``columns``
+    pairs at a copula noise within :data:`QUADRANT_NOISE` (public values only)."""
+    if share <= 0 or columns < 3:
+        return False
+    n = max(noisy_count, 1.0)
+    scale = accountant.selection_scale(1.0, accountant.share(share * QUADRANT_SELECTION), columns)
+    sens = float(columns) if accountant.pure else math.sqrt(columns)
+    measure = accountant.noise_scale(sens, accountant.share(share * (1.0 - QUADRANT_SELECTION)))
+    return (
+        scale * math.log(columns - 1) / n <= QUADRANT_RESOLUTION
+        and 0.5 * math.pi * noise_std(measure, accountant) / n <= QUADRANT_NOISE
+    )
 
 
 PSI_NOISE_TARGET = 0.05

@@ -42,6 +42,7 @@ from dpsmooth_spark.core.marginals import (
     shared_shape,
     with_tail_mass,
 )
+from dpsmooth_spark.core.quadrants import QuadrantPairs, copula_rho, copula_rho_std
 from dpsmooth_spark.core.sampling import snap_to_lattice
 from dpsmooth_spark.core.subspace import SubspaceEstimate
 from dpsmooth_spark.core.tables import ContingencyTables
@@ -234,6 +235,17 @@ QUERY_CODECS: dict[str, tuple[type, Callable[[Any], dict[str, Any]], Callable[[A
             np.array(s["coefficients"], np.float64), np.array(s["pairs"], np.int64).reshape(-1, 2)
         ),
     ),
+    "quadrant_pairs": _codec(
+        QuadrantPairs,
+        lambda q: {
+            "function": "s_i(x_scaled_i) s_j(x_scaled_j), s_i = +1 above threshold t_i, else -1",
+            "thresholds": q.thresholds.tolist(),
+            "pairs": q.pairs.tolist(),
+        },
+        lambda s: QuadrantPairs(
+            np.array(s["thresholds"], np.float64), np.array(s["pairs"], np.int64).reshape(-1, 2)
+        ),
+    ),
     "directions": _codec(
         ProjectionBasis,
         lambda q: {"function": "T_2(v . x_scaled), ||v||_1 = 1", "vectors": q.directions.tolist()},
@@ -256,6 +268,27 @@ FIT_READERS: dict[str, FitReader] = {}
 """Measurements for the fit of statistic kinds beyond the built-in ones (histograms, the
 relations of the basis and the factor pairs, the directions), which :func:`measurements` reads
 itself: ``kind -> reader(summary, statistic)``."""
+
+
+QUADRANT_DEVIATIONS = 4.0
+"""A quadrant pair enters the completed correlation only where its copula correlation exceeds
+this many noise deviations, beyond the largest chance correlation of a column's partners
+(:func:`quadrant_threshold`): each column picks a partner whatever the table holds, and on the
+100-column table without relations at epsilon 1 a cut at 3 deviations kept 3 of 100 (Laplace
+tails), a correlation ratio of 1.011; at 4, none (1.000)."""
+
+
+def quadrant_threshold(
+    std: np.ndarray, quadrants: NoisyStatistic, noisy_count: float
+) -> np.ndarray:
+    """The copula correlation a quadrant pair of noise ``std`` must exceed to count as a
+    relation: :data:`QUADRANT_DEVIATIONS` noise deviations plus the largest chance quadrant
+    correlation among a column's ``m - 1`` candidate partners, ``sqrt(2 ln(m - 1) / n)`` (the
+    pick takes the largest: on 10,000 rows of 60 independent columns it read 1.1 noise
+    deviations by itself, and one pair in 55 cleared 4 deviations in three seeds of four)."""
+    m = max(int(np.unique(quadrants.query.pairs).size), 3)
+    chance = np.sqrt(2.0 * np.log(m - 1) / max(noisy_count, 1.0))
+    return QUADRANT_DEVIATIONS * std + 0.5 * np.pi * chance
 
 
 PAIRS_FLOOR = 1e-3
@@ -563,6 +596,12 @@ class NoisySummary:
         return 0.0 if found is None else float(found.noise_std)
 
     @property
+    def quadrant_pairs(self) -> NoisyStatistic | None:
+        """The quadrant pairs measured (query :class:`core.quadrants.QuadrantPairs`, noisy sums
+        of ``s_i s_j``), or ``None``."""
+        return self._one("quadrant_pairs")
+
+    @property
     def pca(self) -> SubspaceEstimate | None:
         """PSI's output (eigenvalues in count units) where the ``psi`` strategy ran."""
         found = self._one("pca")
@@ -659,6 +698,12 @@ class NoisySummary:
                 spread = np.full(self.factor_pairs.size, np.nan)
             rho += list(found)
             std += list(spread)
+        quadrants = self.quadrant_pairs
+        if quadrants is not None:
+            q = np.clip(quadrants.values / n, -1.0, 1.0)
+            pairs += list(quadrants.query.pairs)
+            rho += list(copula_rho(q))
+            std += list(copula_rho_std(q, float(np.max(quadrants.noise_std)) / n))
         as_array = np.array(pairs, dtype=np.int64).reshape(-1, 2)
         return as_array, np.array(rho, dtype=np.float64), np.abs(np.array(std, dtype=np.float64))
 
@@ -669,10 +714,18 @@ class NoisySummary:
         what the measured ones carry, e.g. ``r_iL r_jL`` through a label, as the maximum-entropy
         fit does. Unshrunk, a noisy label pair would carry its noise into every product
         ``r_iL r_jL``. ``None`` when no pair is measured."""
+        return self._completed
+
+    @cached_property
+    def _completed(self) -> np.ndarray | None:
         pairs, rho, std = self.pair_correlations()
         if not pairs.size:
             return None
         shrink = np.clip(1.0 - std**2 / np.maximum(rho**2, 1e-12), 0.0, 1.0)
+        quadrants = self.quadrant_pairs
+        if quadrants is not None:  # appended last by pair_correlations
+            last = np.arange(rho.size) >= rho.size - quadrants.query.size
+            shrink[last & (np.abs(rho) <= quadrant_threshold(std, quadrants, self.noisy_count))] = 0
         return max_entropy_correlation(self.basis.d, pairs, rho * shrink)
 
     @cached_property
@@ -803,6 +856,8 @@ class NoisySummary:
         rows = [np.flatnonzero(row) for row in self.basis.indices[first_pairs(self.basis.indices)]]
         if self.factor_pairs is not None:
             rows += list(np.sort(self.factor_pairs.pairs, axis=1))
+        if self.quadrant_pairs is not None:
+            rows += list(np.sort(self.quadrant_pairs.query.pairs, axis=1))
         return np.unique(np.array(rows, dtype=np.int64).reshape(-1, 2), axis=0)
 
     def has_all_pairs(self) -> bool:
@@ -823,6 +878,8 @@ class NoisySummary:
             rows += list(self.factor_pairs.pairs)
         if self.tables is not None:
             rows += [np.array(pair) for pair in self.tables.query.pairs]
+        if self.quadrant_pairs is not None:
+            rows += list(self.quadrant_pairs.query.pairs)
         for cols in rows:
             covered[np.ix_(cols, cols)] = True
         return covered
@@ -1126,6 +1183,19 @@ def measurements(
                 np.clip(summary.direction_sums / n, -1.0, 1.0),
                 summary.direction_noise_std / n,
                 np.zeros(summary.directions.size, dtype=np.int64),
+                np.ones(1),
+                relations=np.ones(1, dtype=bool),
+            )
+        )
+    quadrants = summary.quadrant_pairs
+    if quadrants is not None and quadrants.query.size:
+        out.append(
+            Measurement(
+                "quadrant_pairs",
+                quadrants.query,
+                np.clip(quadrants.values / n, -1.0, 1.0),
+                float(np.max(quadrants.noise_std)) / n,
+                np.zeros(quadrants.query.size, dtype=np.int64),
                 np.ones(1),
                 relations=np.ones(1, dtype=bool),
             )
