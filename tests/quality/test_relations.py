@@ -301,10 +301,11 @@ def test_a_wide_factor_table_keeps_its_blocks_through_the_pairs_low_rank_model(s
 
 
 def test_pure_epsilon_finds_the_blocks_of_a_wide_table_through_its_clipped_pairs():
-    """The same 60 columns under pure epsilon 2: no pair term is affordable as a basis function
-    (sensitivity 1,770), so the release measures every pair with each row clipped to its
-    typical L1 norm (``clipped_pairs``, sensitivity about 300) and reads them through their
-    low-rank model. The fit's correlation error is 0.20-0.24 of independence's in seeds 0-3
+    """The same 60 columns under pure epsilon 2, without the quadrant pairs (``quadrant_pairs:
+    off``, as where no second pass over the rows is given; ``tests/unit/test_quadrants.py``
+    tests them): no pair term is affordable as a basis function (sensitivity 1,770), so the
+    release measures every pair with each row clipped to its typical L1 norm
+    (``clipped_pairs``, sensitivity about 300) and reads them through their low-rank model. The fit's correlation error is 0.20-0.24 of independence's in seeds 0-3
     (1.0 with ``clipped_pairs: off``: no relation measured); the model finds the six blocks.
     With 60 columns of one shape, each clear histogram is shrunk towards the others' shape
     (``core.marginals.SHARED_SHAPE_WIDE``) and the fitted weights raked to those marginals: the
@@ -317,7 +318,8 @@ def test_pure_epsilon_finds_the_blocks_of_a_wide_table_through_its_clipped_pairs
     bounds = {c: (-3.0, 3.0) for c in table}
     real = np.corrcoef(np.column_stack(list(table.values())), rowvar=False)
     upper = np.triu_indices(real.shape[0], 1)
-    synth = ArraySynthesizer(2.0, bounds, random_state=0).fit(table)
+    params = SynthesizerParams(quadrant_pairs="off")
+    synth = ArraySynthesizer(2.0, bounds, params=params, random_state=0).fit(table)
     summary = synth.result_.summary
     assert summary.plan["shares"]["clipped_pairs"] > 0 and summary.basis.size == 0
     modelled = modelled_pairs(summary, synth.params)

@@ -283,7 +283,8 @@ def quadrant_threshold(
 ) -> np.ndarray:
     """The copula correlation a quadrant pair of noise ``std`` must exceed to count as a
     relation: :data:`QUADRANT_DEVIATIONS` noise deviations plus the largest chance quadrant
-    correlation among a column's ``m - 1`` candidate partners, ``sqrt(2 ln(m - 1) / n)`` (the
+    correlation among a column's ``m - 1`` candidate partners (``m`` the columns in the pairs),
+    ``sqrt(2 ln(m - 1) / n)`` (the
     pick takes the largest: on 10,000 rows of 60 independent columns it read 1.1 noise
     deviations by itself, and one pair in 55 cleared 4 deviations in three seeds of four)."""
     m = max(int(np.unique(quadrants.query.pairs).size), 3)
@@ -713,7 +714,8 @@ class NoisySummary:
         deviation; :func:`core.marginals.max_entropy_correlation`): the pairs not measured get
         what the measured ones carry, e.g. ``r_iL r_jL`` through a label, as the maximum-entropy
         fit does. Unshrunk, a noisy label pair would carry its noise into every product
-        ``r_iL r_jL``. ``None`` when no pair is measured."""
+        ``r_iL r_jL``. A quadrant pair counts only past :func:`quadrant_threshold`. ``None``
+        when no pair is measured."""
         return self._completed
 
     @cached_property
@@ -1027,7 +1029,8 @@ def measurements(
     that range, so the clipped answer is never farther from it, and noise beyond the range
     cannot demand a relation that no table has. With ``modelled`` (:func:`modelled_pairs`), the
     pairs on spread factors are read through it: each answer is the model's, its noise the share
-    the model leaves (a pair the model misses keeps its answer and noise). ``rare``: the rare
+    the model leaves (a pair the model misses keeps its answer and noise). Quadrant pairs are
+    the functions ``s_i s_j`` at their noise, one group. ``rare``: the rare
     values of large categories (``candidates.RareLevels``), whose per-level shares are summed
     into their representative's cell (its noise that of their sum).
     """
