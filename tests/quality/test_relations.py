@@ -305,8 +305,9 @@ def test_pure_epsilon_finds_the_blocks_of_a_wide_table_through_its_clipped_pairs
     off``, as where no second pass over the rows is given; ``tests/unit/test_quadrants.py``
     tests them): no pair term is affordable as a basis function (sensitivity 1,770), so the
     release measures every pair with each row clipped to its typical L1 norm
-    (``clipped_pairs``, sensitivity about 300) and reads them through their low-rank model. The fit's correlation error is 0.20-0.24 of independence's in seeds 0-3
-    (1.0 with ``clipped_pairs: off``: no relation measured); the model finds the six blocks.
+    (``clipped_pairs``, sensitivity about 300) and reads them through their low-rank model.
+    The fit's correlation error is 0.20-0.24 of independence's in seeds 0-3 (1.0 with
+    ``clipped_pairs: off``: no relation measured); the model finds the six blocks.
     With 60 columns of one shape, each clear histogram is shrunk towards the others' shape
     (``core.marginals.SHARED_SHAPE_WIDE``) and the fitted weights raked to those marginals: the
     fitted marginals' mean Wasserstein-1 distance to the data is 0.0051-0.0061 in seeds 0-3,
