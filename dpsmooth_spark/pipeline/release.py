@@ -233,22 +233,27 @@ class ReleaseRun:
         self.ledger.check_budget(
             config.table_id, config.privacy.epsilon, config.privacy.delta, config.lifetime_budget
         )
+        sums = self._summed(sums_of, name, "original")
+        _check_rows(config, sums)
+        return sums
+
+    def _summed(
+        self, sums_of: Callable[[np.ndarray], np.ndarray], name: str, unit: str
+    ) -> StatisticSums:
+        """One Spark pass summing ``sums_of`` over the valid rows in ``unit`` (original or
+        scaled), logged as stage ``name``."""
         with self.log.stage("spark session"):
             spark = self.spark()
         with self.log.stage(name):
-            sums = data_pass.statistic_sums(self._input(spark), self.codec, sums_of)
-        _check_rows(config, sums)
-        return sums
+            return data_pass.statistic_sums(self._input(spark), self.codec, sums_of, unit=unit)
 
     def rows_pass(self, sums_of: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
         """A second Spark pass over the rows the data pass summed (the same snapshot and, with a
         privacy unit, the same rows of each unit), summing ``sums_of`` over them scaled to
         [-1, 1] (the mechanism's ``RowsPass``), for statistics whose functions depend on
-        released ones (the quadrant pairs' medians)."""
-        with self.log.stage("second pass"):
-            return data_pass.statistic_sums(
-                self._input(self.spark()), self.codec, sums_of, unit="scaled"
-            ).values
+        released ones (the quadrant pairs' medians). The budget and the rows were checked before
+        the first pass."""
+        return self._summed(sums_of, "second pass", "scaled").values
 
     def sample_rows(self, rate: float) -> np.ndarray:
         """A Bernoulli sample of the valid rows (each kept independently with ``rate``), clamped

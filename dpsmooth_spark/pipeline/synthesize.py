@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import numpy as np
 import pyarrow as pa
 
 from dpsmooth_spark.config import ReleaseConfig
@@ -178,11 +177,9 @@ def _low_rank_pairs(
 
 def _quadrant_pairs(summary: NoisySummary) -> dict[str, int] | None:
     """What the manifest says of the quadrant pairs where they were measured: how many, and how
-    many clear their threshold and shape the copula (:func:`.summary.quadrant_threshold`)."""
+    many clear their threshold and shape the copula (:meth:`NoisySummary.quadrant_relations`)."""
     quadrants = summary.quadrant_pairs
     if quadrants is None:
         return None
-    copula = summary.completed_correlation()
-    pairs = quadrants.query.pairs
-    related = 0 if copula is None else int((np.abs(copula[pairs[:, 0], pairs[:, 1]]) > 0).sum())
+    related = int(summary.quadrant_relations().sum())
     return {"measured": int(quadrants.query.size), "related": related}

@@ -323,6 +323,13 @@ def candidate_count(params: SynthesizerParams, d: int, modelled: bool, table_cel
     return max(params.candidates, min(wanted, MODEL_CANDIDATES_CAP))
 
 
+def whole_copula(summary: NoisySummary, modelled: LowRankPairs | None) -> bool:
+    """Whether every candidate comes from the copula of :func:`private_correlation`: where the
+    pairs are read through their low-rank model or the quadrant pairs' completion, whose
+    correlations are shrunk by their noise already."""
+    return modelled is not None or summary.quadrant_pairs is not None
+
+
 def make_candidates(
     summary: NoisySummary,
     params: SynthesizerParams,
@@ -337,8 +344,7 @@ def make_candidates(
         marginals = hub_marginals(summary, marginals)
     correlation = private_correlation(summary, modelled)
     tables = summary.tables
-    # the quadrant pairs' correlation is shrunk by its noise already, as the model's is
-    whole = modelled is not None or summary.quadrant_pairs is not None
+    whole = whole_copula(summary, modelled)
     count = candidate_count(
         params, summary.basis.d, whole, 0 if tables is None else tables.values.size
     )

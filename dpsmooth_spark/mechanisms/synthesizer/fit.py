@@ -48,6 +48,8 @@ from dpsmooth_spark.mechanisms.synthesizer.candidates import (
     Candidates,
     RareLevels,
     make_candidates,
+    private_correlation,
+    whole_copula,
 )
 from dpsmooth_spark.mechanisms.synthesizer.params import SynthesizerParams
 from dpsmooth_spark.mechanisms.synthesizer.summary import (
@@ -486,13 +488,9 @@ def raked_to_marginals(
 
 def copula_of(summary: NoisySummary, modelled: LowRankPairs | None) -> np.ndarray | None:
     """The Gaussian-copula correlation the candidates were drawn from and the sample is reordered
-    to, where the pairs are read through one: the low-rank model's, or the quadrant pairs'
-    correlation of most entropy; ``None`` elsewhere."""
-    if modelled is not None:
-        return modelled.correlation
-    if summary.quadrant_pairs is not None:
-        return summary.completed_correlation()
-    return None
+    to where every candidate comes from it (:func:`.candidates.whole_copula`): the low-rank
+    model's, or the quadrant pairs' correlation of most entropy; ``None`` elsewhere."""
+    return private_correlation(summary, modelled) if whole_copula(summary, modelled) else None
 
 
 def no_relation_found(summary: NoisySummary, modelled: LowRankPairs | None) -> bool:

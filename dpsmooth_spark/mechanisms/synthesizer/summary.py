@@ -284,9 +284,9 @@ def quadrant_threshold(
     """The copula correlation a quadrant pair of noise ``std`` must exceed to count as a
     relation: :data:`QUADRANT_DEVIATIONS` noise deviations plus the largest chance quadrant
     correlation among a column's ``m - 1`` candidate partners (``m`` the columns in the pairs),
-    ``sqrt(2 ln(m - 1) / n)`` (the
-    pick takes the largest: on 10,000 rows of 60 independent columns it read 1.1 noise
-    deviations by itself, and one pair in 55 cleared 4 deviations in three seeds of four)."""
+    ``sqrt(2 ln(m - 1) / n)`` (the pick takes the largest: on 10,000 rows of 60 independent
+    columns it read 1.1 noise deviations by itself, and one pair in 55 cleared 4 deviations in
+    three seeds of four)."""
     m = max(int(np.unique(quadrants.query.pairs).size), 3)
     chance = np.sqrt(2.0 * np.log(m - 1) / max(noisy_count, 1.0))
     return QUADRANT_DEVIATIONS * std + 0.5 * np.pi * chance
@@ -701,10 +701,10 @@ class NoisySummary:
             std += list(spread)
         quadrants = self.quadrant_pairs
         if quadrants is not None:
-            q = np.clip(quadrants.values / n, -1.0, 1.0)
+            found, spread = self._quadrant_correlations(quadrants)
             pairs += list(quadrants.query.pairs)
-            rho += list(copula_rho(q))
-            std += list(copula_rho_std(q, float(np.max(quadrants.noise_std)) / n))
+            rho += list(found)
+            std += list(spread)
         as_array = np.array(pairs, dtype=np.int64).reshape(-1, 2)
         return as_array, np.array(rho, dtype=np.float64), np.abs(np.array(std, dtype=np.float64))
 
@@ -724,11 +724,25 @@ class NoisySummary:
         if not pairs.size:
             return None
         shrink = np.clip(1.0 - std**2 / np.maximum(rho**2, 1e-12), 0.0, 1.0)
-        quadrants = self.quadrant_pairs
-        if quadrants is not None:  # appended last by pair_correlations
-            last = np.arange(rho.size) >= rho.size - quadrants.query.size
-            shrink[last & (np.abs(rho) <= quadrant_threshold(std, quadrants, self.noisy_count))] = 0
+        related = self.quadrant_relations()
+        if related.size:  # pair_correlations appends the quadrant pairs last
+            shrink[rho.size - related.size :][~related] = 0.0
         return max_entropy_correlation(self.basis.d, pairs, rho * shrink)
+
+    def _quadrant_correlations(self, quadrants: NoisyStatistic) -> tuple[np.ndarray, np.ndarray]:
+        """The quadrant pairs' copula correlations ``sin(pi q / 2)`` and their noise std."""
+        n = max(self.noisy_count, 1.0)
+        q = np.clip(quadrants.values / n, -1.0, 1.0)
+        return copula_rho(q), copula_rho_std(q, float(np.max(quadrants.noise_std)) / n)
+
+    def quadrant_relations(self) -> np.ndarray:
+        """``(m,)`` which quadrant pairs count as relations: their copula correlation past
+        :func:`quadrant_threshold` (empty where none was measured)."""
+        quadrants = self.quadrant_pairs
+        if quadrants is None:
+            return np.zeros(0, dtype=bool)
+        rho, std = self._quadrant_correlations(quadrants)
+        return np.abs(rho) > quadrant_threshold(std, quadrants, self.noisy_count)
 
     @cached_property
     def low_rank_pairs(self) -> LowRankPairs | None:
