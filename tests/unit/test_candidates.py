@@ -108,3 +108,23 @@ def test_max_entropy_correlation_is_the_graphical_model_of_the_measured_pairs():
     star = max_entropy_correlation(5, np.array([[4, j] for j in range(4)]), r)
     assert np.abs(star[:4, :4] - (np.outer(r, r) + np.diag(1 - r**2))).max() < 1e-6
     assert np.abs(star[4, :4] - r).max() < 1e-9
+
+
+def test_drawn_rows_get_more_candidates_per_table_cell_within_the_values_cap():
+    """Rows drawn from the weights (not herded) ask for more candidates per contingency-table
+    cell than herded ones, never fewer than the config's, and never more values than the cap."""
+    from dpsmooth_spark.mechanisms.synthesizer.candidates import (
+        MODEL_CANDIDATE_VALUES,
+        candidate_count,
+    )
+    from dpsmooth_spark.mechanisms.synthesizer.params import SynthesizerParams
+
+    params = SynthesizerParams()
+    for cells in (0, 10, 200, 800, 5_000):
+        herded = candidate_count(params, 14, False, cells, herded=True)
+        drawn = candidate_count(params, 14, False, cells, herded=False)
+        assert params.candidates <= herded <= drawn
+        assert (drawn > herded) == (cells > 40)  # 20,000 candidates cover 40 cells at 512 each
+    wide = candidate_count(params, 1_000, False, 5_000, herded=False)
+    assert wide * 1_000 <= max(MODEL_CANDIDATE_VALUES, params.candidates * 1_000)
+    assert candidate_count(SynthesizerParams(candidates=300_000), 14, False, 800, False) == 300_000

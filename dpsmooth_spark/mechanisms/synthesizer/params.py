@@ -44,7 +44,8 @@ class SynthesizerParams(BaseModel):
         description=(
             "Number of candidate points C the fit weighs, at least: raised to 128 per measured "
             "contingency-table cell, or 500 per column where the pairs are read through their "
-            "low-rank model, up to 100,000."
+            "low-rank model, up to 100,000; to 512 per table cell, up to 200,000, where the "
+            "release's rows (its noisy count) are more than herding_rows."
         ),
     )
     candidate_strategy: Literal["auto", "moments", "psi"] = Field(
