@@ -124,7 +124,7 @@ def test_drawn_rows_get_more_candidates_per_table_cell_within_the_values_cap():
         herded = candidate_count(params, 14, False, cells, herded=True)
         drawn = candidate_count(params, 14, False, cells, herded=False)
         assert params.candidates <= herded <= drawn
-        assert (drawn > herded) == (cells > 40)  # 20,000 candidates cover 40 cells at 512 each
+        assert (drawn > herded) == (cells > 40)  # 20,000 candidates cover 39 cells at 512 each
     wide = candidate_count(params, 1_000, False, 5_000, herded=False)
     assert wide * 1_000 <= max(MODEL_CANDIDATE_VALUES, params.candidates * 1_000)
     assert candidate_count(SynthesizerParams(candidates=300_000), 14, False, 800, False) == 300_000

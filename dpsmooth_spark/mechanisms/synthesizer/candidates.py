@@ -288,8 +288,9 @@ MODEL_CANDIDATES_CAP = 100_000
 """Most candidates :data:`MODEL_CANDIDATES_PER_COLUMN` asks for."""
 
 MODEL_CANDIDATE_VALUES = 30_000_000
-"""Most values ``C x d`` that :data:`MODEL_CANDIDATES_PER_COLUMN` asks for (240 MB of float64):
-100,000 candidates up to 300 columns, 30,000 at 1,000 (whose driver stays under 4 GB)."""
+"""Most values ``C x d`` that :func:`candidate_count` raises the count to, per column or per
+table cell (240 MB of float64): 100,000 candidates up to 300 columns, 30,000 at 1,000 (whose
+driver stays under 4 GB)."""
 
 
 MODELLED_COPULA_SHARE = 1.0
