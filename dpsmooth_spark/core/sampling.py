@@ -262,7 +262,8 @@ def sample_records(
             independent draws do), and then the jittered columns' values are reordered among
             the rows so that the sample's correlation is the mixture's
             (:func:`reorder_to_correlation`); more rows are picked by systematic resampling
-            (:func:`systematic_indices`).
+            (:func:`systematic_indices`) through the candidates sorted on their cells
+            (:func:`stratifying_order`).
         independent: where no relation was measured and the rows are not herded, draw the
             columns independently of each other: each column's values are permuted among the
             rows on their own, so the sample keeps every column's marginal and none of the
@@ -273,7 +274,7 @@ def sample_records(
             and doubled the error of a correlation against a table without any). Herded rows
             are reordered to the weights' correlation instead.
         levels: per column its lattice points (0 continuous), for the cells herding follows
-            (:func:`herding_cells`).
+            (:func:`herding_cells`) and the order of systematic resampling.
         atoms: ``(column, bound, low, high, probability)``: a point mass at a bound; each
             drawn record whose value lies in ``[low, high]`` (the histogram cell that holds the
             bound) is set to the bound with ``probability``, and takes no jitter there.
@@ -294,7 +295,8 @@ def sample_records(
         cells = herding_cells(levels, candidates.shape[1])
         picked = candidates[herded_indices(candidates, weights, rows, cells)]
     else:
-        picked = candidates[systematic_indices(weights, rows, rng)]
+        order = stratifying_order(candidates, levels)
+        picked = candidates[systematic_indices(weights, rows, rng, order)]
     if independent and not herded:
         for column in picked.T:
             rng.shuffle(column)
@@ -338,16 +340,40 @@ def sample_records(
     return picked
 
 
-def systematic_indices(weights: np.ndarray, rows: int, rng: np.random.Generator) -> np.ndarray:
+def systematic_indices(
+    weights: np.ndarray,
+    rows: int,
+    rng: np.random.Generator,
+    order: np.ndarray | None = None,
+) -> np.ndarray:
     """``rows`` candidate indices by systematic resampling of ``weights`` (one uniform offset,
-    then equal steps through the cumulative weights): each candidate is picked ``floor(rows
-    u_j)`` or ``ceil(rows u_j)`` times, so the sample's marginals follow the weights' with far
-    less than the multinomial's ``1 / sqrt(rows)`` noise (Adult at epsilon 1: one-way TVD
-    0.0074 -> 0.0052, what the fitted weights' own marginals score), and every record is still
-    a whole candidate. Sorted by candidate: shuffle before use."""
-    cumulative = np.cumsum(weights / weights.sum())
+    then equal steps through the cumulative weights, taken in ``order``: by default the
+    candidates' own): each candidate is picked ``floor(rows u_j)`` or ``ceil(rows u_j)`` times,
+    and each run of consecutive candidates within one of ``rows`` times its weight, so the
+    sample's marginals follow the weights' with far less than the multinomial's ``1 /
+    sqrt(rows)`` noise (Adult at epsilon 1: one-way TVD 0.0074 -> 0.0052, what the fitted
+    weights' own marginals score), and every record is still a whole candidate. Grouped by
+    candidate: shuffle before use."""
+    order = np.arange(len(weights)) if order is None else np.asarray(order)
+    cumulative = np.cumsum(weights[order] / weights.sum())
     picks = np.searchsorted(cumulative, (np.arange(rows) + rng.uniform()) / rows, side="right")
-    return np.minimum(picks, len(weights) - 1)
+    return order[np.minimum(picks, len(weights) - 1)]
+
+
+def stratifying_order(candidates: np.ndarray, levels: np.ndarray | None = None) -> np.ndarray:
+    """An order of the ``candidates`` for :func:`systematic_indices`: sorted on their lattice
+    columns (``levels[j] >= 2``), the fewest levels first, then on the other columns. Each cell
+    of the first column is then a run of candidates and gets its share of the rows to within
+    one; each cell of a later one is a run within every cell of the columns before it. In the
+    candidates' own order a cell's count varies about as much as independent draws' where
+    ``rows u_j`` is below 1 (many candidates, fewer rows): on the 20,000-row mixed table drawn
+    rather than herded, its region's TVD was 0.0049 against 0.0022 sorted. The fewest levels
+    first keep the runs long for the most columns."""
+    d = candidates.shape[1]
+    lattice = np.zeros(d, np.int64) if levels is None else np.asarray(levels, np.int64)
+    keys = [int(j) for j in np.argsort(lattice, kind="stable") if lattice[j] >= 2]
+    keys += [j for j in range(d) if lattice[j] < 2]
+    return np.lexsort(candidates[:, keys[::-1]].T)  # lexsort's last key is its first
 
 
 DECORRELATE_VALUES = 3 * 10**7
