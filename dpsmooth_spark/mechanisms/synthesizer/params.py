@@ -42,10 +42,9 @@ class SynthesizerParams(BaseModel):
         ge=10,
         le=500_000,
         description=(
-            "Number of candidate points C the fit weighs, at least: raised to 128 per measured "
-            "contingency-table cell, or 500 per column where the pairs are read through their "
-            "low-rank model, up to 100,000; to 512 per table cell, up to 200,000, where the "
-            "release's rows (its noisy count) are more than herding_rows."
+            "Number of candidate points C the fit weighs, at least: raised to 512 per measured "
+            "contingency-table cell (up to 200,000), or 500 per column where the pairs are read "
+            "through their low-rank model (up to 100,000)."
         ),
     )
     candidate_strategy: Literal["auto", "moments", "psi"] = Field(
@@ -113,12 +112,13 @@ class SynthesizerParams(BaseModel):
         ),
     )
     fit_slack: float = Field(
-        default=0.05,
+        default=0.0,
         ge=0,
         le=10,
         description=(
             "Factor by which the maxent fit may exceed the closest fit's chi-square where the "
-            "noise level is out of reach."
+            "noise level is out of reach (0: it may not; the slack went into weakening the "
+            "strongest relations)."
         ),
     )
     answer_bound: float | None = Field(
@@ -180,7 +180,7 @@ class SynthesizerParams(BaseModel):
         le=1_000_000,
         description=(
             "Releases up to this many rows are picked by kernel herding and reordered to the fit's"
-            " correlation (0: never)."
+            " correlation (0: never); at most 2,000 where contingency tables were measured."
         ),
     )
     unrelated_independent: bool = Field(
