@@ -362,7 +362,8 @@ def systematic_indices(
 
 def stratifying_order(candidates: np.ndarray, levels: np.ndarray | None = None) -> np.ndarray:
     """An order of the ``candidates`` for :func:`systematic_indices`: sorted on their lattice
-    columns (``levels[j] >= 2``), the fewest levels first, then on the other columns. Each cell
+    columns (``levels[j] >= 2``), the fewest levels first, then on the first other column (whose
+    values all differ: a further key would never be read, and each costs a sort). Each cell
     of the first column is then a run of candidates and gets its share of the rows to within
     one; each cell of a later one is a run within every cell of the columns before it. In the
     candidates' own order a cell's count varies about as much as independent draws' where
@@ -372,7 +373,7 @@ def stratifying_order(candidates: np.ndarray, levels: np.ndarray | None = None) 
     d = candidates.shape[1]
     lattice = np.zeros(d, np.int64) if levels is None else np.asarray(levels, np.int64)
     keys = [int(j) for j in np.argsort(lattice, kind="stable") if lattice[j] >= 2]
-    keys += [j for j in range(d) if lattice[j] < 2]
+    keys += [j for j in range(d) if lattice[j] < 2][:1]
     return np.lexsort(candidates[:, keys[::-1]].T)  # lexsort's last key is its first
 
 
