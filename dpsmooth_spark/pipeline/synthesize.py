@@ -22,7 +22,6 @@ from dpsmooth_spark.mechanisms.synthesizer import (
     release_summary,
     sample_table,
 )
-from dpsmooth_spark.mechanisms.synthesizer.candidates import herding_limit
 from dpsmooth_spark.mechanisms.synthesizer.summary import modelled_pairs
 from dpsmooth_spark.pipeline.release import ReleaseReport, ReleaseRun
 from dpsmooth_spark.pipeline.row_checks import InvalidDataError
@@ -158,7 +157,7 @@ def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
         "distinct_rows": distinct,
         "sampled_on": "executors" if on_executors else "driver",
         "candidates_picked_by": "kernel herding"
-        if not on_executors and herds(rows, herding_limit(result.summary, params.herding_rows))
+        if not on_executors and herds(rows, params.herding_rows)
         else "systematic resampling",
         "files": "data/*.parquet, summary.json (DP noisy summary), manifest.json",
     }

@@ -110,9 +110,9 @@ def test_max_entropy_correlation_is_the_graphical_model_of_the_measured_pairs():
     assert np.abs(star[4, :4] - r).max() < 1e-9
 
 
-def test_candidates_grow_with_the_table_cells_within_the_values_cap():
-    """The count grows with the measured tables' cells, never below the config's, never beyond
-    the values cap where that cap binds."""
+def test_drawn_rows_get_more_candidates_per_table_cell_within_the_values_cap():
+    """Rows drawn from the weights (not herded) ask for more candidates per contingency-table
+    cell than herded ones, never fewer than the config's, and never more values than the cap."""
     from dpsmooth_spark.mechanisms.synthesizer.candidates import (
         MODEL_CANDIDATE_VALUES,
         candidate_count,
@@ -120,36 +120,11 @@ def test_candidates_grow_with_the_table_cells_within_the_values_cap():
     from dpsmooth_spark.mechanisms.synthesizer.params import SynthesizerParams
 
     params = SynthesizerParams()
-    counts = [candidate_count(params, 14, False, cells) for cells in (0, 10, 100, 200, 800)]
-    assert counts[0] == counts[1] == params.candidates
-    assert params.candidates < counts[2] < counts[3] < counts[4]
-    wide = candidate_count(params, 1_000, False, 5_000)
+    for cells in (0, 10, 200, 800, 5_000):
+        herded = candidate_count(params, 14, False, cells, herded=True)
+        drawn = candidate_count(params, 14, False, cells, herded=False)
+        assert params.candidates <= herded <= drawn
+        assert (drawn > herded) == (cells > 40)  # 20,000 candidates cover 39 cells at 512 each
+    wide = candidate_count(params, 1_000, False, 5_000, herded=False)
     assert wide * 1_000 <= max(MODEL_CANDIDATE_VALUES, params.candidates * 1_000)
-    assert candidate_count(SynthesizerParams(candidates=300_000), 14, False, 800) == 300_000
-
-
-def test_a_release_with_contingency_tables_herds_fewer_rows():
-    """Where the release measured contingency tables its rows are herded up to the tables'
-    limit only; a release without tables keeps the configured limit."""
-    import pandas as pd
-
-    from dpsmooth_spark import Synthesizer
-    from dpsmooth_spark.mechanisms.synthesizer.candidates import TABLE_HERDING_ROWS, herding_limit
-
-    rng = np.random.default_rng(0)
-    group = rng.integers(0, 3, 3_000)
-    frame = pd.DataFrame({"g": group, "flag": (rng.random(3_000) < 0.2 + 0.3 * group).astype(int)})
-    with_tables = Synthesizer(
-        [{"name": "g", "values": [0, 1, 2]}, {"name": "flag", "values": [0, 1]}],
-        10.0,
-        random_state=1,
-    ).fit(frame)
-    assert with_tables.result_.summary.tables is not None
-    assert herding_limit(with_tables.result_.summary, 20_000) == TABLE_HERDING_ROWS
-    numeric = Synthesizer(
-        [{"name": "x", "lower": 0.0, "upper": 1.0}, {"name": "z", "lower": 0.0, "upper": 1.0}],
-        10.0,
-        random_state=1,
-    ).fit(pd.DataFrame({"x": rng.random(3_000), "z": rng.random(3_000)}))
-    assert numeric.result_.summary.tables is None
-    assert herding_limit(numeric.result_.summary, 20_000) == 20_000
+    assert candidate_count(SynthesizerParams(candidates=300_000), 14, False, 800, False) == 300_000

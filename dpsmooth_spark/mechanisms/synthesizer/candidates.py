@@ -21,7 +21,7 @@ from dpsmooth_spark.core.marginals import (
     tilt_to_mean,
 )
 from dpsmooth_spark.core.maxent import fit_within_noise
-from dpsmooth_spark.core.sampling import snap_to_lattice
+from dpsmooth_spark.core.sampling import herds, snap_to_lattice
 from dpsmooth_spark.mechanisms.synthesizer.params import SynthesizerParams, grid_cells
 from dpsmooth_spark.mechanisms.synthesizer.summary import (
     VARIANCE_FLOOR,
@@ -302,48 +302,51 @@ correlation ratio 0.48 -> 0.29 under pure epsilon (its clipped pairs), 0.13 -> 0
 W1 no worse."""
 
 
-TABLE_CANDIDATES_PER_CELL = 512
+TABLE_CANDIDATES_PER_CELL = 128
 """Where contingency tables are measured, the fit weighs at least this many candidates per
-measured table cell (up to :data:`TABLE_CANDIDATES_CAP`): the weights settle on about one
-candidate in 13, and the tables' joint cells and the combinations across them (a 3-way marginal
-joins cells of several tables) need that support. Adult, three seeded releases each, 512 a cell
-against 128: 3-way TVD 0.142 / 0.074 / 0.061 against 0.149 / 0.080 / 0.067 at epsilon 0.1 / 1 /
-10 (2-way 0.079 / 0.035 / 0.026 against 0.081 / 0.037 / 0.028), 20-26 s a release at 10 against
-8-12."""
+measured table cell (up to :data:`MODEL_CANDIDATES_CAP`): the weights settle on about one
+candidate in 13, and the tables' joint cells and the combinations across them need that support.
+Adult at epsilon 10 (13 tables, 798 cells), one seeded release: 20,000 candidates 2-way / 3-way
+TVD 0.041 / 0.098, 40,000 0.035 / 0.083, 60,000 0.032 / 0.074, 100,000 0.030 / 0.069; the
+6-column mixed table (20,000 already over 128 per cell) gained nothing from 60,000."""
 
-TABLE_CANDIDATES_CAP = 200_000
-"""Most candidates :data:`TABLE_CANDIDATES_PER_CELL` asks for."""
+SAMPLED_TABLE_CANDIDATES_PER_CELL = 512
+"""Where the release's rows are drawn from the weights rather than herded (a noisy count over
+``herding_rows``), candidates per measured table cell, up to :data:`SAMPLED_TABLE_CANDIDATES_CAP`:
+a 3-way marginal combines cells of several tables, which more candidates hold. Adult, three
+seeded releases each, 512 per cell against 128: 3-way TVD 0.142 / 0.074 / 0.061 against 0.149
+/ 0.080 / 0.067 at epsilon 0.1 / 1 / 10 (2-way 0.079 / 0.035 / 0.026 against 0.081 / 0.037 /
+0.028), 20-26 s a release at 10 against 8-12. Herded rows gain nothing (the 20,000-row mixed
+table at 1: 3-way 0.070 against 0.069) and herding's cost grows with the candidates (20 s
+against 7)."""
+
+SAMPLED_TABLE_CANDIDATES_CAP = 200_000
+"""Most candidates :data:`SAMPLED_TABLE_CANDIDATES_PER_CELL` asks for, within
+:data:`MODEL_CANDIDATE_VALUES` values."""
 
 
-def candidate_count(params: SynthesizerParams, d: int, modelled: bool, table_cells: int = 0) -> int:
+def candidate_count(
+    params: SynthesizerParams,
+    d: int,
+    modelled: bool,
+    table_cells: int = 0,
+    herded: bool = True,
+) -> int:
     """How many candidates the fit weighs: ``params.candidates``, raised to
-    :data:`TABLE_CANDIDATES_PER_CELL` per measured contingency-table cell (``table_cells``, at
-    most :data:`TABLE_CANDIDATES_CAP`) and to :data:`MODEL_CANDIDATES_PER_COLUMN` per column
-    where the pairs are read through their low-rank model or the quadrant pairs' copula
-    (``modelled``, at most :data:`MODEL_CANDIDATES_CAP`); what is raised stays within
+    :data:`MODEL_CANDIDATES_PER_COLUMN` per column where the pairs are read through their
+    low-rank model or the quadrant pairs' copula (``modelled``), and to
+    :data:`TABLE_CANDIDATES_PER_CELL` per measured contingency-table cell (``table_cells``),
+    either at most :data:`MODEL_CANDIDATES_CAP`; where the rows are drawn, not herded
+    (``herded``), to :data:`SAMPLED_TABLE_CANDIDATES_PER_CELL` per table cell up to
+    :data:`SAMPLED_TABLE_CANDIDATES_CAP`. What is raised stays within
     :data:`MODEL_CANDIDATE_VALUES` values."""
-    wanted = min(TABLE_CANDIDATES_PER_CELL * table_cells, TABLE_CANDIDATES_CAP)
+    wanted = min(TABLE_CANDIDATES_PER_CELL * table_cells, MODEL_CANDIDATES_CAP)
+    if not herded:
+        sampled = SAMPLED_TABLE_CANDIDATES_PER_CELL * table_cells
+        wanted = max(wanted, min(sampled, SAMPLED_TABLE_CANDIDATES_CAP))
     if modelled:
         wanted = max(wanted, min(MODEL_CANDIDATES_PER_COLUMN * d, MODEL_CANDIDATES_CAP))
     return max(params.candidates, min(wanted, MODEL_CANDIDATE_VALUES // max(d, 1)))
-
-
-TABLE_HERDING_ROWS = 2_000
-"""Where contingency tables were measured, the most rows picked by kernel herding. Herding
-follows its kernel's statistics (one-way cells, coarse two-way cells, the correlations), not the
-tables' joint cells nor their combinations, which rows drawn from the weights keep; what it
-removes, the draws' ``1 / sqrt(rows)`` noise, shrinks with the rows. The mixed table at epsilon
-1, three seeded releases, 2-way / 3-way TVD herded against drawn: 0.093 / 0.182 against 0.094 /
-0.184 at 2,000 rows, 0.050 / 0.099 against 0.048 / 0.093 at 5,000, 0.030 / 0.069 against 0.024
-/ 0.054 at 20,000 (two releases; at 10 0.027 / 0.064 against 0.017 / 0.041)."""
-
-
-def herding_limit(summary: NoisySummary, herding_rows: int) -> int:
-    """The most rows a release of ``summary`` picks by kernel herding: ``herding_rows``, at
-    most :data:`TABLE_HERDING_ROWS` where contingency tables were measured."""
-    tables = summary.tables
-    measured = tables is not None and tables.values.size > 0
-    return min(herding_rows, TABLE_HERDING_ROWS) if measured else herding_rows
 
 
 def whole_copula(summary: NoisySummary, modelled: LowRankPairs | None) -> bool:
@@ -369,7 +372,11 @@ def make_candidates(
     tables = summary.tables
     whole = whole_copula(summary, modelled)
     count = candidate_count(
-        params, summary.basis.d, whole, 0 if tables is None else tables.values.size
+        params,
+        summary.basis.d,
+        whole,
+        0 if tables is None else tables.values.size,
+        herds(round(summary.noisy_count), params.herding_rows),
     )
     copula_share = MODELLED_COPULA_SHARE if whole else params.copula_share
     points, log_prior = marginal_candidates(marginals, count, rng, correlation, copula_share)

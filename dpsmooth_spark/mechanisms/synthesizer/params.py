@@ -42,9 +42,10 @@ class SynthesizerParams(BaseModel):
         ge=10,
         le=500_000,
         description=(
-            "Number of candidate points C the fit weighs, at least: raised to 512 per measured "
-            "contingency-table cell (up to 200,000), or 500 per column where the pairs are read "
-            "through their low-rank model (up to 100,000)."
+            "Number of candidate points C the fit weighs, at least: raised to 128 per measured "
+            "contingency-table cell, or 500 per column where the pairs are read through their "
+            "low-rank model, up to 100,000; to 512 per table cell, up to 200,000, where the "
+            "release's rows (its noisy count) are more than herding_rows."
         ),
     )
     candidate_strategy: Literal["auto", "moments", "psi"] = Field(
@@ -112,13 +113,12 @@ class SynthesizerParams(BaseModel):
         ),
     )
     fit_slack: float = Field(
-        default=0.0,
+        default=0.05,
         ge=0,
         le=10,
         description=(
             "Factor by which the maxent fit may exceed the closest fit's chi-square where the "
-            "noise level is out of reach (0: it may not; the slack went into weakening the "
-            "strongest relations)."
+            "noise level is out of reach."
         ),
     )
     answer_bound: float | None = Field(
@@ -180,7 +180,7 @@ class SynthesizerParams(BaseModel):
         le=1_000_000,
         description=(
             "Releases up to this many rows are picked by kernel herding and reordered to the fit's"
-            " correlation (0: never); at most 2,000 where contingency tables were measured."
+            " correlation (0: never)."
         ),
     )
     unrelated_independent: bool = Field(

@@ -7,7 +7,6 @@ import pyarrow as pa
 
 from dpsmooth_spark.core.columns import TableCodec
 from dpsmooth_spark.core.sampling import sample_records, spread_levels
-from dpsmooth_spark.mechanisms.synthesizer.candidates import herding_limit
 from dpsmooth_spark.mechanisms.synthesizer.fit import SynthesisResult
 from dpsmooth_spark.mechanisms.synthesizer.summary import NoisySummary
 
@@ -16,18 +15,17 @@ def sample_scaled(
     result: SynthesisResult, rows: int, rng: np.random.Generator, herding_rows: int = 0
 ) -> np.ndarray:
     """``rows`` synthetic records in scaled units [-1, 1]^d; up to ``herding_rows`` rows by
-    kernel herding (fewer where contingency tables were measured:
-    ``candidates.herding_limit``), more by systematic resampling, column by column where no
-    relation was measured (``core.sampling.sample_records``); the rare values of a large
-    category spread back over their group (``core.sampling.spread_levels``); the point masses
-    at the bounds are placed (``result.atoms``)."""
+    kernel herding, more by systematic resampling, column by column where no relation was
+    measured (``core.sampling.sample_records``); the rare values of a large category spread
+    back over their group (``core.sampling.spread_levels``); the point masses at the bounds are
+    placed (``result.atoms``)."""
     out = sample_records(
         result.candidates,
         result.weights,
         rows,
         result.jitter,
         rng,
-        herding_limit(result.summary, herding_rows),
+        herding_rows,
         independent=result.independent,
         levels=result.summary.levels,
         atoms=result.atoms,
