@@ -428,11 +428,10 @@ RAKE_DEVIATIONS = 0.0
 """:func:`raked_to_marginals` rakes a lattice column whose fitted marginal's chi-square against
 its private marginal exceeds its ``m`` cells by this many of the chi-square's deviations
 ``sqrt(2 m)``: at 0, wherever the fit left it further from that marginal than the marginal's
-own noise puts it from the table (denoised, it is closer). Adult, three seeded releases: one-way
-TVD 0.0048 -> 0.0045 at epsilon 1 and 0.0016 -> 0.0014 at 10, 2- and 3-way no worse; at 3
-deviations only marginals beyond 5 to 8 noise variances a cell were raked. At 0.1 none is
-raked either way: the fitted marginals, which hold what the tables say of them, score better
-there (raking every column: 0.0237 -> 0.0251)."""
+own noise puts it from the table (denoised, it is closer). Adult, three seeded releases, against
+3 deviations: one-way TVD 0.0048 -> 0.0045 at epsilon 1 and 0.0016 -> 0.0014 at 10, 2- and 3-way
+no worse. At 0.1 none is raked either way: the fitted marginals, which hold what the tables say
+of them, score better there (raking every column: 0.0237 -> 0.0251)."""
 
 
 RAKE_CELLS = 16
