@@ -244,6 +244,7 @@ def sample_records(
     levels: np.ndarray | None = None,
     atoms: tuple[tuple[int, float, float, float, float], ...] = (),
     copula: np.ndarray | None = None,
+    order: np.ndarray | None = None,
 ) -> np.ndarray:
     """``rows`` records from the mixture ``sum_j u_j N(c_j, diag(jitter**2))`` folded into the cube.
 
@@ -287,6 +288,8 @@ def sample_records(
             rank 0) is independence, whose values' correlation is zero too: the columns are
             then reordered to that, exactly (normal scores reordered to zero leave a Pearson
             correlation of order 1e-4).
+        order: :func:`stratifying_order` of the candidates, where a caller that samples many
+            times (each executor partition) computed it once; else it is computed here.
     """
     if rows < 0:
         raise ValueError("rows must be >= 0")
@@ -295,7 +298,8 @@ def sample_records(
         cells = herding_cells(levels, candidates.shape[1])
         picked = candidates[herded_indices(candidates, weights, rows, cells)]
     else:
-        order = stratifying_order(candidates, levels)
+        if order is None:
+            order = stratifying_order(candidates, levels)
         picked = candidates[systematic_indices(weights, rows, rng, order)]
     if independent and not herded:
         for column in picked.T:

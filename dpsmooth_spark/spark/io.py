@@ -529,8 +529,9 @@ def sample_on_executors(
     """
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    from dpsmooth_spark.core.sampling import sample_records, spread_levels
+    from dpsmooth_spark.core.sampling import sample_records, spread_levels, stratifying_order
 
+    order = stratifying_order(candidates)  # once here, not in every partition
     shares = np.full(partitions, rows // partitions)
     shares[: rows % partitions] += 1
     bounds = codec.bounds()
@@ -548,6 +549,7 @@ def sample_on_executors(
                     independent=independent,
                     atoms=atoms,
                     copula=copula,
+                    order=order,
                 )
                 for column, levels, representative, group, spread in rare:
                     scaled = spread_levels(
