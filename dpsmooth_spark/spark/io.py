@@ -531,7 +531,8 @@ def sample_on_executors(
 
     from dpsmooth_spark.core.sampling import sample_records, spread_levels, stratifying_order
 
-    order = stratifying_order(candidates)  # once here, not in every partition
+    # once here, not in every partition; on the lattice columns first, as the driver sorts
+    order = stratifying_order(candidates, codec.lattice())
     shares = np.full(partitions, rows // partitions)
     shares[: rows % partitions] += 1
     bounds = codec.bounds()

@@ -288,6 +288,48 @@ def test_sampling_on_executors_is_seeded_and_bounded(spark, tmp_path):
     np.testing.assert_array_equal(outputs[0], outputs[1])  # same seed, same release
 
 
+def test_sampling_on_executors_gives_each_level_its_share(spark, tmp_path):
+    """Each partition picks its rows by systematic resampling through the candidates sorted on
+    their lattice columns (:func:`core.sampling.stratifying_order`), so a level gets its share
+    of each partition's rows to within one row per sort key: over 3 partitions the 0/1 column
+    (first key) within 3 rows of its share, the 4-level column within 6. In the candidates' own
+    order a cell's count varies by about ``sqrt(rows p (1 - p))``, 27 rows here."""
+    from dpsmooth_spark.config import ColumnConfig
+    from dpsmooth_spark.core.chebyshev import lattice_level
+    from dpsmooth_spark.spark.io import sample_on_executors, table_codec
+
+    rng = np.random.default_rng(11)
+    count, rows = 20_000, 3_000
+    candidates = np.column_stack(
+        [
+            rng.integers(0, 4, count) * 2.0 / 3.0 - 1.0,
+            rng.uniform(-1.0, 1.0, count),
+            rng.integers(0, 2, count) * 2.0 - 1.0,
+        ]
+    )
+    weights = rng.uniform(size=count) ** 2
+    weights /= weights.sum()
+    columns = [
+        ColumnConfig.model_validate(c)
+        for c in (
+            {"name": "k", "lower": 0, "upper": 3},
+            {"name": "x", "lower": -1.0, "upper": 1.0},
+            {"name": "f", "values": [0, 1]},
+        )
+    ]
+    schema = pa.schema([("k", pa.int64()), ("x", pa.float64()), ("f", pa.int64())])
+    write = sample_on_executors(
+        spark, candidates, weights, np.zeros(3), table_codec(columns, schema), rows, 5, 3
+    )
+    write(tmp_path / "out")
+    data = pq.read_table(tmp_path / "out")
+    assert data.num_rows == rows
+    for name, column, levels, slack in (("f", 2, 2, 3.0), ("k", 0, 4, 6.0)):
+        share = rows * np.bincount(lattice_level(candidates[:, column], levels), weights=weights)
+        found = np.bincount(data[name].to_numpy(), minlength=levels)
+        assert np.all(np.abs(found - share) <= slack), (name, found - share)
+
+
 def test_arrow_reader_pass_equals_the_spark_pass(spark, tmp_path, wdbc_bounds):
     from decimal import Decimal
 
