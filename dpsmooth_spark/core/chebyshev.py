@@ -287,6 +287,57 @@ class LevelHistogram:
         return indicator_mass(self.cells_of(points), weights, self.size)
 
 
+@dataclass(frozen=True)
+class LevelParts:
+    """Indicators of the parts of ordered lattice columns' levels (column ``columns[k]`` with
+    ``len(parts[k])`` levels, level ``l`` in part ``parts[k][l]``): the coarse histogram measured
+    after a column's per-level counts, a coarse cell or a level alone
+    (:func:`core.marginals.level_parts`), ``sum(max(parts[k]) + 1)`` functions.
+
+    Attributes:
+        d: number of columns of the points.
+        columns: the lattice columns measured.
+        parts: per column, each level's part.
+    """
+
+    d: int
+    columns: tuple[int, ...]
+    parts: tuple[tuple[int, ...], ...]
+
+    @property
+    def counts(self) -> tuple[int, ...]:
+        """Parts per column."""
+        return tuple(max(p) + 1 for p in self.parts)
+
+    @property
+    def size(self) -> int:
+        """Number of functions, the parts of all columns."""
+        return int(sum(self.counts))
+
+    @property
+    def offsets(self) -> np.ndarray:
+        """Row of each column's first part (``(len(columns) + 1,)``, the last is ``size``)."""
+        return np.concatenate([[0], np.cumsum(self.counts)]).astype(np.int64)
+
+    def cells_of(self, points: np.ndarray) -> np.ndarray:
+        """``(C, len(columns))`` the function (row) index of each point's part per column: the
+        part of its nearest level."""
+        points = np.atleast_2d(points)[:, list(self.columns)]
+        out = np.empty(points.shape, dtype=np.int64)
+        for k, (part, start) in enumerate(zip(self.parts, self.offsets[:-1], strict=True)):
+            out[:, k] = np.asarray(part, dtype=np.int64)[lattice_level(points[:, k], len(part))]
+            out[:, k] += start
+        return out
+
+    def evaluate(self, points: np.ndarray) -> np.ndarray:
+        """Indicator values at ``points`` (``(C, d)``): array ``(size, C)``."""
+        return indicator_values(self.cells_of(points), self.size)
+
+    def mass(self, points: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """The weight that ``points`` put in each part, ``(size,)``."""
+        return indicator_mass(self.cells_of(points), weights, self.size)
+
+
 def lattice_level(x: np.ndarray, levels: np.ndarray | int) -> np.ndarray:
     """The nearest of a lattice column's ``levels`` points ``-1 + 2 l / (levels - 1)`` to each
     scaled value, as the level's index ``l`` (int64)."""

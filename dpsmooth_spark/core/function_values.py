@@ -27,7 +27,13 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from dpsmooth_spark.core.chebyshev import BasisSet, HistogramBasis, LevelHistogram, chebyshev_table
+from dpsmooth_spark.core.chebyshev import (
+    BasisSet,
+    HistogramBasis,
+    LevelHistogram,
+    LevelParts,
+    chebyshev_table,
+)
 from dpsmooth_spark.core.factors import FactorPairs
 from dpsmooth_spark.core.quadrants import QuadrantPairs
 from dpsmooth_spark.core.tables import ContingencyTables
@@ -188,7 +194,7 @@ def _factor_products(
 
 
 def _indicators(
-    cells: HistogramBasis | LevelHistogram | ContingencyTables,
+    cells: HistogramBasis | LevelHistogram | LevelParts | ContingencyTables,
     points: np.ndarray,
     scale: np.ndarray,
 ) -> _Sparse:
@@ -227,7 +233,9 @@ class FunctionValues:
             block: _Products | _Sparse | _Dense | None = None
             if isinstance(queries, BasisSet):
                 block = _products(queries, points, scale)
-            elif isinstance(queries, HistogramBasis | LevelHistogram | ContingencyTables):
+            elif isinstance(
+                queries, HistogramBasis | LevelHistogram | LevelParts | ContingencyTables
+            ):
                 block = _indicators(queries, points, scale)
             elif isinstance(queries, FactorPairs | QuadrantPairs):
                 block = _factor_products(queries, points, scale)

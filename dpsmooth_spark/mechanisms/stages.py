@@ -6,6 +6,8 @@ the noise (Laplace in pure mode, Gaussian in the (epsilon, delta) mode) and reco
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from dpsmooth_spark.privacy import sensitivity
@@ -141,6 +143,36 @@ def release_histograms(
         return _release(counts, sens, budget, "histograms", accountant, noise)
     noisy, scale = _release(counts * weights, sens, budget, "histograms", accountant, noise)
     return noisy / weights, scale
+
+
+def release_histograms_in_two_draws(
+    counts: np.ndarray,
+    weights: np.ndarray,
+    then: Callable[[np.ndarray, float], tuple[np.ndarray, np.ndarray]],
+    budget: float,
+    accountant: PrivacyAccountant,
+    noise: NoiseSource,
+    columns: int,
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """:func:`release_histograms` in two draws at its one scale: ``counts`` (weighted by
+    ``weights``) first, then the counts and weights that ``then`` builds from the first draw's
+    noisy counts and the scale. Every record moves the first draw's weighted counts and the
+    second's by at most its columns' weights together (``then`` splits a column's weight
+    between its two draws, and puts every record in one of its second-draw cells or in none),
+    so the two draws cost what one draw of ``columns`` histograms costs: one ``histograms`` charge
+    (privacy.md 3c). Returns (first noisy counts, second noisy counts, scale)."""
+    sens = (
+        sensitivity.histograms_l1(columns)
+        if accountant.pure
+        else sensitivity.histograms_l2(columns)
+    )
+    scale = accountant.noise_scale(sens, budget)
+    first = add_noise(np.asarray(counts * weights, dtype=np.float64), scale, accountant, noise)
+    first = first / weights
+    more, more_weights = then(first, scale)
+    second = add_noise(np.asarray(more * more_weights, dtype=np.float64), scale, accountant, noise)
+    accountant.charge("histograms", sens, scale)
+    return first, second / more_weights, scale
 
 
 def release_tables(

@@ -15,8 +15,11 @@ from dpsmooth_spark.core.bounds import scale_to_unit
 from dpsmooth_spark.core.chebyshev import LevelHistogram, histogram_cell
 from dpsmooth_spark.core.function_values import FunctionValues
 from dpsmooth_spark.core.marginals import (
+    COARSE_WEIGHT,
+    coarse_cell_of,
     level_bins,
     level_counts,
+    level_parts,
     measured_per_level,
     ordered_level_density,
 )
@@ -339,3 +342,55 @@ def test_a_two_level_rate_beside_a_nullable_column_keeps_its_noise(monkeypatch):
     )
     errors = np.abs(rates - flag.mean())
     assert errors.mean() <= 0.0025, errors
+
+
+def test_coarse_parts_bring_an_integer_closer_on_its_cells_and_keep_its_spike():
+    """The same column where its levels' noise is large (share noise 0.004, Adult's integers at
+    epsilon 0.1), measured as the release measures it there: its levels at 0.2 of the weight,
+    then its 16 coarse cells at 0.8, with 40 alone in a part of its own (:func:`level_parts`).
+    Over 200 seeds its mean TVD on the 16 cells is at most 0.7 of the levels' alone at the
+    whole weight (measured: 0.024 against 0.045), and in every seed 40 keeps its share within
+    3 points (measured: at most 1.9)."""
+    truth = np.bincount(_hours(np.random.default_rng(0), 10**6), minlength=99) / 10**6
+    std, bins = 0.004, 32
+    cell = coarse_cell_of(99, 16)
+    fine, coarse = std / (1.0 - COARSE_WEIGHT), std / COARSE_WEIGHT
+    alone, parted = [], []
+    for seed in range(200):
+        rng = np.random.default_rng(seed)
+        whole = ordered_level_density(truth + rng.laplace(0, std / np.sqrt(2), 99), std, bins)
+        levels = truth + rng.laplace(0, fine / np.sqrt(2), 99)
+        part = level_parts(levels, fine, 16)
+        assert part[40] >= 16 and np.array_equal(np.unique(part), np.arange(part.max() + 1))
+        measured = np.bincount(part, weights=truth) + rng.laplace(
+            0, coarse / np.sqrt(2), part.max() + 1
+        )
+        found = ordered_level_density(levels, fine, bins, parts=(part, measured, coarse))
+        assert found.sum() == pytest.approx(1.0)
+        assert abs(found[40] - truth[40]) <= 0.03, (seed, found[40])
+        alone.append(0.5 * np.abs(np.bincount(cell, weights=whole - truth)).sum())
+        parted.append(0.5 * np.abs(np.bincount(cell, weights=found - truth)).sum())
+    assert np.mean(parted) <= 0.7 * np.mean(alone), (np.mean(parted), np.mean(alone))
+
+
+def test_a_release_measures_coarse_parts_where_the_levels_are_noisy():
+    """hours-per-week on 10,000 rows at epsilon 0.1 (one level's share noise about 0.4 of its
+    mean share): the release measures its coarse parts after its levels, 40 alone in one,
+    keeps its share at 40 within 3 points, and its persisted summary gives back the same
+    marginals. At epsilon 1 (0.04) it measures its levels only."""
+    from dpsmooth_spark.mechanisms.synthesizer import NoisySummary
+
+    rng = np.random.default_rng(2)
+    n = 10_000
+    frame = pd.DataFrame({"hours": _hours(rng, n), "flag": rng.integers(0, 2, n)})
+    columns = [{"name": "hours", "lower": 0, "upper": 98}, {"name": "flag", "values": [0, 1]}]
+    synth, out = _release(frame, columns, 0.1, 0)
+    summary = synth.result_.summary
+    part = summary.level_parts[0][0]
+    assert set(summary.level_parts) == {0} and np.sum(part == part[40]) == 1
+    assert abs(np.mean(out["hours"] == 40) - np.mean(frame["hours"] == 40)) <= 0.03
+    again = NoisySummary.from_dict(json.loads(json.dumps(summary.to_dict())))
+    np.testing.assert_array_equal(again.level_parts[0][0], part)
+    np.testing.assert_array_equal(again.marginal_probabilities(), summary.marginal_probabilities())
+    synth, _ = _release(frame, columns, 1.0, 0)
+    assert not synth.result_.summary.level_parts

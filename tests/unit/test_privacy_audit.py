@@ -20,7 +20,7 @@ import pytest
 from dpsmooth_spark.core.bounds import PublicBounds
 from dpsmooth_spark.core.chebyshev import coarsen_histograms
 from dpsmooth_spark.core.kernel import partial_sums
-from dpsmooth_spark.core.marginals import level_counts
+from dpsmooth_spark.core.marginals import COARSE_WEIGHT, coarse_cell_of, level_counts
 from dpsmooth_spark.mechanisms.synthesizer import SynthesizerParams, release_summary
 from dpsmooth_spark.privacy.accountant import PrivacyAccountant
 from dpsmooth_spark.privacy.audit import beyond_both, clopper_pearson, epsilon_lower_bound
@@ -508,6 +508,64 @@ def test_level_histogram_audit():
         assert (bound > 1.0) == expect_above, bound
         if not expect_above:
             assert bound > 0.7, bound  # not vacuous
+
+
+def test_coarse_parts_audit():
+    """An ordered integer's levels and then its coarse parts, the histograms' two draws
+    (privacy.md 3c) at epsilon = 1, through ``release_summary`` as a release runs it: a
+    16-level integer on 4 bins gets its 16 level counts at 0.2 of its weight (released with the
+    other column's 4 bins and 2 bound cells) and, where its levels' noise is large (40 rows),
+    its 2 coarse cells, a spike in a part of its own, at 0.8. The added record moves a level by
+    0.2, its cell by 0.8 and the other column's bound cell by 1: the L1 sensitivity ``d = 2``
+    over the two draws. The second draw is audited summed into its cells (post-processing:
+    the parts vary with the first draw)."""
+    bounds = PublicBounds.from_mapping({"a": (0.0, 15.0), "b": (-1.0, 1.0)})
+    params = SynthesizerParams(**HISTOGRAM_STAGE)
+    epsilon = 1.0 / (0.8 * 0.5)  # the histograms' share is 1
+    rng = np.random.default_rng(0)
+    base = np.column_stack([rng.integers(0, 15, 40), rng.uniform(-0.5, 0.5, 40)])
+    neighbour = np.vstack([base, [[15.0, 1.0]]])
+    lattice, nominal = np.array([16, 0]), np.array([False, False])
+    cell = coarse_cell_of(16, 2)
+    fine, coarse = 1.0 - COARSE_WEIGHT, COARSE_WEIGHT
+
+    def outputs(table, factor, seed):
+        spec = params.pass_spec(bounds.d, lattice, nominal)
+        sums = partial_sums([table], bounds.lower, bounds.upper, spec)
+        noise = RecordingNoise(np.random.default_rng(seed), factor)
+        runs = []
+        for _ in range(RUNS // 2):
+            noise.log.clear()
+            accountant = PrivacyAccountant(epsilon)
+            summary = release_summary(
+                sums,
+                bounds,
+                params,
+                accountant,
+                noise,
+                np.random.default_rng(0),
+                None,
+                lattice,
+                nominal,
+            )  # count, levels and the rest, parts, basis sums
+            part = summary.level_parts[0][0]  # each part's cell: that of its levels
+            owner = np.array([cell[np.flatnonzero(part == k)[0]] for k in range(part.max() + 1)])
+            runs.append(
+                np.concatenate(
+                    [noise.log[1], np.bincount(owner, weights=noise.log[2], minlength=2)]
+                )
+            )
+        charge = [c for c in accountant.charges if c.stage == "histograms"]
+        assert len(charge) == 1
+        assert charge[0].sensitivity == 2.0 and charge[0].epsilon == pytest.approx(1.0)
+        hist, atoms = sums.histograms, sums.atoms
+        levels = level_counts(hist[0], 16)
+        binned = coarsen_histograms(hist[1:], 4).ravel() - [atoms[1, 0], 0, 0, atoms[1, 1]]
+        cells = np.bincount(cell, weights=levels, minlength=2)
+        return np.array(runs), np.concatenate([levels * fine, binned, atoms[1], cells * coarse])
+
+    shift = [0] * 15 + [fine] + [0, 0, 0, 0] + [0, 1] + [0, coarse]
+    assert_calibrated(outputs, base, neighbour, (65, 66), shift, 1e-12)
 
 
 def test_weighted_histogram_audit():

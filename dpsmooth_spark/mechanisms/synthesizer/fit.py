@@ -26,6 +26,7 @@ import numpy as np
 from dpsmooth_spark.core.chebyshev import (
     HistogramBasis,
     LevelHistogram,
+    LevelParts,
     histogram_cell,
     lattice_level,
 )
@@ -206,8 +207,22 @@ def _keep_prior_marginals(
     out = []
     probabilities = support.marginals.probabilities
     for m in found:
-        if isinstance(m.queries, HistogramBasis | LevelHistogram):
-            if isinstance(m.queries, HistogramBasis):
+        if isinstance(m.queries, HistogramBasis | LevelHistogram | LevelParts):
+            if isinstance(m.queries, LevelParts):  # an ordered column's parts: their levels'
+                columns, cells = np.array(m.queries.columns), np.array(m.queries.counts)
+                grid = probabilities.shape[1]
+                drawn = np.concatenate(
+                    [
+                        np.bincount(
+                            np.asarray(part),
+                            weights=probabilities[c, level_bins(len(part), grid)],
+                            minlength=count,
+                        )
+                        for c, part, count in zip(columns, m.queries.parts, cells, strict=True)
+                    ]
+                )
+                lattice = np.array([len(part) for part in m.queries.parts])
+            elif isinstance(m.queries, HistogramBasis):
                 columns, bins = m.queries.measured, m.queries.bins
                 cells = np.full(columns.size, bins)
                 drawn = probabilities[columns].reshape(columns.size, bins, -1).sum(axis=2).ravel()
@@ -260,7 +275,9 @@ def _answer_bounds(
     z_prior = np.abs(a @ support.prior_weights() - z)
     cells = np.concatenate(
         [
-            np.full(m.values.size, isinstance(m.queries, HistogramBasis | LevelHistogram))
+            np.full(
+                m.values.size, isinstance(m.queries, HistogramBasis | LevelHistogram | LevelParts)
+            )
             for m in found
         ]
     )
@@ -450,7 +467,8 @@ def raked_to_marginals(
     (:class:`RareLevels`) as its representative level) whose fitted marginal lies further from
     it than its noise allows (:data:`RAKE_DEVIATIONS`), and in a wide table
     (:attr:`NoisySummary.shares_shape`) of every continuous column, on :data:`RAKE_CELLS`
-    cells.
+    cells. A column measured in coarse parts too (:attr:`NoisySummary.level_parts`) is raked
+    where its fitted parts lie further from the marginal's than the parts' noise allows.
     The fit may leave a one-way marginal as far from its measurement as the candidates' own
     draw (20,000 of them) puts it: on Adult at epsilon 10, 4 to 250 noise variances per cell (a
     TVD of 0.003 per column against 0.0005 measured); within its noise a lattice column's
@@ -481,7 +499,15 @@ def raked_to_marginals(
         std = summary.histogram_noise_stds[j] / summary.histogram_totals[j]
         held = target.size if j not in groups else target.size - groups[j].group.size + 1
         chi2 = float((((fitted - target) / max(std, 1e-12)) ** 2).sum())
-        if chi2 > held + RAKE_DEVIATIONS * np.sqrt(2.0 * held):
+        further = chi2 > held + RAKE_DEVIATIONS * np.sqrt(2.0 * held)
+        if j in summary.level_parts:  # or on its coarse parts, each known better than a level
+            part, _, part_std = summary.level_parts[j]
+            gap = np.bincount(part, weights=fitted - target) * summary.histogram_totals[j]
+            parts = gap.size
+            further |= float(((gap / part_std) ** 2).sum()) > parts + RAKE_DEVIATIONS * np.sqrt(
+                2.0 * parts
+            )
+        if further:
             columns.append(j)
             cells.append(where)
             targets.append(target)

@@ -30,6 +30,7 @@ from dpsmooth_spark.core.chebyshev import (
     BasisSet,
     HistogramBasis,
     LevelHistogram,
+    LevelParts,
     ProjectionBasis,
     coarsen_histograms,
 )
@@ -43,8 +44,11 @@ from dpsmooth_spark.core.factors import (
 from dpsmooth_spark.core.kernel import ExactSums
 from dpsmooth_spark.core.marginals import (
     GridMarginals,
+    coarse_level_cells,
+    coarse_weights,
     histogram_weights,
     level_counts,
+    level_parts,
     measured_per_level,
 )
 from dpsmooth_spark.core.quadrants import QuadrantPairs, medians, sign_gram
@@ -57,6 +61,7 @@ from dpsmooth_spark.mechanisms.stages import (
     release_clipped_pairs,
     release_count,
     release_histograms,
+    release_histograms_in_two_draws,
     release_pooled_histogram,
     release_tables,
     select_partners,
@@ -68,7 +73,12 @@ from dpsmooth_spark.mechanisms.synthesizer.params import (
     first_pairs,
     per_function_noise,
 )
-from dpsmooth_spark.mechanisms.synthesizer.plan import BudgetPlan, plan_budget, psi_sensitivity
+from dpsmooth_spark.mechanisms.synthesizer.plan import (
+    BudgetPlan,
+    histogram_count_std,
+    plan_budget,
+    psi_sensitivity,
+)
 from dpsmooth_spark.mechanisms.synthesizer.summary import NoisyStatistic, NoisySummary
 from dpsmooth_spark.privacy.accountant import PrivacyAccountant
 from dpsmooth_spark.privacy.noise import NoiseSource
@@ -617,20 +627,56 @@ def _release_marginals(
         parts[j] = np.concatenate([edges, sums.atoms[j]])
     if with_nulls and sums.nulls is not None:
         parts = [np.append(part, sums.nulls[j]) for j, part in enumerate(parts)]
+    share_std = histogram_count_std(accountant, budget, d) / max(noisy_count, 1.0)
+    coarse = np.array(
+        [
+            coarse_level_cells(int(levels[j]), bins, cells, share_std)
+            if per_level[j] and not nominal[j]
+            else 0
+            for j in range(d)
+        ],
+        dtype=np.int64,
+    )
     weights = (
-        histogram_weights(levels, nominal, bins, cells, accountant.pure)
+        histogram_weights(levels, nominal, bins, cells, accountant.pure, coarse)
         if params.histogram_allocation == "auto"
         else np.ones(d)
     )
     weighted = not np.all(weights == 1.0)
-    noisy_cells, scale = release_histograms(
-        np.concatenate(parts),
-        budget,
-        accountant,
-        noise,
-        d,
-        np.repeat(weights, [part.size for part in parts]) if weighted else None,
-    )
+    coarse_columns = np.flatnonzero(coarse)
+    coarse_share, level_share = coarse_weights(accountant.pure)
+    cell_weights = np.repeat(weights, [part.size for part in parts])
+    starts = np.cumsum([0] + [part.size for part in parts])
+    for j in coarse_columns:  # its levels at their share of its weight, its null cell at all
+        cell_weights[starts[j] : starts[j] + levels[j]] *= level_share
+    level_parts_of: dict[int, np.ndarray] = {}
+
+    def coarse_parts(first: np.ndarray, scale: float) -> tuple[np.ndarray, np.ndarray]:
+        """Each coarse column's parts (its coarse cells, a spike alone) from its noisy levels,
+        their exact counts and their weights: the column's weight less its levels' share."""
+        found, found_weights = [], []
+        for j in coarse_columns:
+            noisy = first[starts[j] : starts[j] + levels[j]]
+            level_std = noise_std(scale, accountant) / (weights[j] * level_share)
+            level_parts_of[int(j)] = level_parts(noisy, level_std, int(coarse[j]))
+            found.append(np.bincount(level_parts_of[int(j)], weights=parts[j][: levels[j]]))
+            found_weights.append(np.full(found[-1].size, weights[j] * coarse_share))
+        return np.concatenate(found), np.concatenate(found_weights)
+
+    part_counts = np.zeros(0)
+    if coarse_columns.size:
+        noisy_cells, part_counts, scale = release_histograms_in_two_draws(
+            np.concatenate(parts), cell_weights, coarse_parts, budget, accountant, noise, d
+        )
+    else:
+        noisy_cells, scale = release_histograms(
+            np.concatenate(parts),
+            budget,
+            accountant,
+            noise,
+            d,
+            cell_weights if weighted else None,
+        )
     split = np.split(noisy_cells, np.cumsum([part.size for part in parts])[:-1])
     null_counts = None
     if with_nulls and nullable is not None:
@@ -641,10 +687,13 @@ def _release_marginals(
         atoms[j], split[j] = split[j][-2:], split[j][:-2]
     std = noise_std(scale, accountant)
     column_std = std / weights  # a weighted column's noise: the common one over its weight
+    level_std = column_std / np.where(coarse > 0, level_share, 1.0)
 
-    def stds(columns: np.ndarray, sizes: list[int]) -> float | np.ndarray:
+    def stds(
+        columns: np.ndarray, sizes: list[int], of: np.ndarray = column_std
+    ) -> float | np.ndarray:
         """The noise std of each value of ``columns``' parts (one number where unweighted)."""
-        return np.repeat(column_std[columns], sizes) if weighted else std
+        return np.repeat(of[columns], sizes) if weighted or coarse.any() else std
 
     every = tuple(range(d))
     measured = None if binned.size == d else tuple(binned.tolist())
@@ -671,8 +720,22 @@ def _release_marginals(
                     tuple(bool(not nominal[c]) for c in columns),
                 ),
                 np.concatenate([split[j] for j in columns]),
-                stds(columns, [split[j].size for j in columns]),
+                stds(columns, [split[j].size for j in columns], level_std),
                 tuple(columns.tolist()),
+            )
+        )
+    if coarse_columns.size:  # the coarse columns' parts, the histograms' second draw
+        maps = [level_parts_of[int(j)] for j in coarse_columns]
+        statistics.append(
+            NoisyStatistic(
+                "level_parts",
+                "histograms",
+                LevelParts(
+                    d, tuple(coarse_columns.tolist()), tuple(tuple(m.tolist()) for m in maps)
+                ),
+                part_counts,
+                np.repeat(column_std[coarse_columns] / coarse_share, [m.max() + 1 for m in maps]),
+                tuple(coarse_columns.tolist()),
             )
         )
     if atom_columns.size:  # the bounds' cells, released with them

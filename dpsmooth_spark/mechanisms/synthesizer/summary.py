@@ -18,6 +18,7 @@ from dpsmooth_spark.core.chebyshev import (
     BasisSet,
     HistogramBasis,
     LevelHistogram,
+    LevelParts,
     ProjectionBasis,
     coarsen_histograms,
 )
@@ -205,6 +206,21 @@ QUERY_CODECS: dict[str, tuple[type, Callable[[Any], dict[str, Any]], Callable[[A
             tuple(int(c) for c in s["columns"]),
             tuple(int(k) for k in s["levels"]),
             tuple(bool(o) for o in s.get("ordered", ())),
+        ),
+    ),
+    "level_parts": _codec(
+        LevelParts,
+        lambda q: {
+            "cells": "parts of the levels l of each ordered lattice column (x_scaled = -1 + 2 l / "
+            "(levels - 1)): level l is in part parts[l]",
+            "d": q.d,
+            "columns": list(q.columns),
+            "parts": [list(p) for p in q.parts],
+        },
+        lambda s: LevelParts(
+            int(s["d"]),
+            tuple(int(c) for c in s["columns"]),
+            tuple(tuple(int(k) for k in p) for p in s["parts"]),
         ),
     ),
     "contingency_tables": _codec(
@@ -534,6 +550,23 @@ class NoisySummary:
         return dict(zip(query.columns, parts, strict=True))
 
     @cached_property
+    def level_parts(self) -> dict[int, tuple[np.ndarray, np.ndarray, float]]:
+        """Column -> (each level's part, the parts' counts plus noise, their noise std), for the
+        ordered columns measured in coarse parts after their levels
+        (:func:`core.marginals.level_parts`)."""
+        found = self._one("level_parts")
+        if found is None:
+            return {}
+        query = found.query
+        std = np.broadcast_to(np.asarray(found.noise_std, dtype=np.float64), found.values.shape)
+        return {
+            column: (np.asarray(part, dtype=np.int64), found.values[start:stop], float(std[start]))
+            for column, part, start, stop in zip(
+                query.columns, query.parts, query.offsets[:-1], query.offsets[1:], strict=True
+            )
+        }
+
+    @cached_property
     def histogram_noise_stds(self) -> np.ndarray:
         """``(d,)`` the noise std of each count of each column's one-way histogram (its bins or
         its levels): the histograms' common one, over the column's weight where they are
@@ -832,7 +865,14 @@ class NoisySummary:
             std = np.full(shares.size, self.histogram_noise_stds[column] / n)
             if column in self.ordered_levels and levels > 2:
                 density = np.zeros(cells)
-                found = ordered_level_density(shares, std[0], bins, self.noise == "laplace")
+                parted = self.level_parts.get(column)
+                found = ordered_level_density(
+                    shares,
+                    std[0],
+                    bins,
+                    self.noise == "laplace",
+                    None if parted is None else (parted[0], parted[1] / n, parted[2] / n),
+                )
                 np.add.at(density, level_bins(levels, cells), found)
                 return density / density.sum()
         if levels >= 2:
@@ -1099,6 +1139,21 @@ def measurements(
                 std,
                 np.repeat(np.arange(len(counts)), [c.size for c in counts]),
                 np.full(len(counts), marginal_tolerance),
+            )
+        )
+    found = summary._one("level_parts")
+    if found is not None:  # an ordered column's coarse parts, after its levels
+        query = found.query
+        totals = np.repeat(summary.histogram_totals[list(query.columns)], query.counts)
+        out.append(
+            Measurement(
+                "level_parts",
+                query,
+                np.clip(found.values / totals, 0.0, 1.0),
+                np.broadcast_to(np.asarray(found.noise_std, dtype=np.float64), totals.shape)
+                / totals,
+                np.repeat(np.arange(len(query.columns)), query.counts),
+                np.full(len(query.columns), marginal_tolerance),
             )
         )
     tables = summary.tables
