@@ -157,7 +157,7 @@ def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
         "distinct_rows": distinct,
         "sampled_on": "executors" if on_executors else "driver",
         "candidates_picked_by": "kernel herding"
-        if not on_executors and herds(rows, params.herding_rows)
+        if not on_executors and herds(rows, params.herding_rows, result.summary.levels)
         else "systematic resampling",
         "files": "data/*.parquet, summary.json (DP noisy summary), manifest.json",
     }

@@ -376,7 +376,7 @@ def make_candidates(
         summary.basis.d,
         whole,
         0 if tables is None else tables.values.size,
-        herds(round(summary.noisy_count), params.herding_rows),
+        herds(round(summary.noisy_count), params.herding_rows, summary.levels),
     )
     copula_share = MODELLED_COPULA_SHARE if whole else params.copula_share
     points, log_prior = marginal_candidates(marginals, count, rng, correlation, copula_share)

@@ -179,8 +179,9 @@ class SynthesizerParams(BaseModel):
         ge=0,
         le=1_000_000,
         description=(
-            "Releases up to this many rows are picked by kernel herding and reordered to the fit's"
-            " correlation (0: never)."
+            "Releases up to this many rows of a table with a continuous column are picked by"
+            " kernel herding and reordered to the fit's correlation (0: never); a table of"
+            " lattice columns only is drawn by systematic resampling."
         ),
     )
     unrelated_independent: bool = Field(
