@@ -447,11 +447,12 @@ def test_pooled_histogram_audit():
 
 
 def mixed_stage_outputs(
-    table, bounds, params, epsilon, lattice, nominal, stage, factor, seed, runs=RUNS
+    table, bounds, params, epsilon, lattice, nominal, stage, factor, seed, runs=RUNS, read=None
 ):
     """``runs`` releases (``release_summary``, with the columns' ``lattice`` levels and
     ``nominal`` flags) of the exact sums of ``table``: the noisy vector each released at
-    ``stage`` (the log's index), the exact sums, and the last summary and accountant."""
+    ``stage`` (the log's index; with ``read``, what it makes of the log and the summary), the
+    exact sums, and the last summary and accountant."""
     spec = params.pass_spec(bounds.d, lattice, nominal)
     sums = partial_sums([table], bounds.lower, bounds.upper, spec)
     noise = RecordingNoise(np.random.default_rng(seed), factor)
@@ -470,7 +471,7 @@ def mixed_stage_outputs(
             lattice,
             nominal,
         )
-        out.append(noise.log[stage])
+        out.append(noise.log[stage] if read is None else read(noise.log, summary))
     return np.array(out), sums, summary, accountant
 
 
@@ -529,32 +530,16 @@ def test_coarse_parts_audit():
     cell = coarse_cell_of(16, 2)
     fine, coarse = 1.0 - COARSE_WEIGHT, COARSE_WEIGHT
 
+    def read(log, summary):
+        """The first draw, then the second's parts summed into their levels' cells."""
+        part = summary.level_parts[0][0]
+        owner = np.array([cell[np.flatnonzero(part == k)[0]] for k in range(part.max() + 1)])
+        return np.concatenate([log[1], np.bincount(owner, weights=log[2], minlength=2)])
+
     def outputs(table, factor, seed):
-        spec = params.pass_spec(bounds.d, lattice, nominal)
-        sums = partial_sums([table], bounds.lower, bounds.upper, spec)
-        noise = RecordingNoise(np.random.default_rng(seed), factor)
-        runs = []
-        for _ in range(RUNS // 2):
-            noise.log.clear()
-            accountant = PrivacyAccountant(epsilon)
-            summary = release_summary(
-                sums,
-                bounds,
-                params,
-                accountant,
-                noise,
-                np.random.default_rng(0),
-                None,
-                lattice,
-                nominal,
-            )  # count, levels and the rest, parts, basis sums
-            part = summary.level_parts[0][0]  # each part's cell: that of its levels
-            owner = np.array([cell[np.flatnonzero(part == k)[0]] for k in range(part.max() + 1)])
-            runs.append(
-                np.concatenate(
-                    [noise.log[1], np.bincount(owner, weights=noise.log[2], minlength=2)]
-                )
-            )
+        runs, sums, _, accountant = mixed_stage_outputs(
+            table, bounds, params, epsilon, lattice, nominal, 1, factor, seed, RUNS // 2, read
+        )  # count, levels and the rest, parts, basis sums
         charge = [c for c in accountant.charges if c.stage == "histograms"]
         assert len(charge) == 1
         assert charge[0].sensitivity == 2.0 and charge[0].epsilon == pytest.approx(1.0)
@@ -562,7 +547,7 @@ def test_coarse_parts_audit():
         levels = level_counts(hist[0], 16)
         binned = coarsen_histograms(hist[1:], 4).ravel() - [atoms[1, 0], 0, 0, atoms[1, 1]]
         cells = np.bincount(cell, weights=levels, minlength=2)
-        return np.array(runs), np.concatenate([levels * fine, binned, atoms[1], cells * coarse])
+        return runs, np.concatenate([levels * fine, binned, atoms[1], cells * coarse])
 
     shift = [0] * 15 + [fine] + [0, 0, 0, 0] + [0, 1] + [0, coarse]
     assert_calibrated(outputs, base, neighbour, (65, 66), shift, 1e-12)
