@@ -222,19 +222,22 @@ def measured_per_level(levels: int, bins: int, cells: int) -> bool:
 
 
 COARSE_WEIGHT = 0.8
-"""Share of an ordered column's histogram weight that its coarse cells get where they are
+"""Share of an ordered column's histogram weight that its coarse parts get where they are
 measured after its levels (:func:`coarse_level_cells`; under zCDP the two shares are scaled to
 a sum of squares of 1). Adult at epsilon 0.1, simulated with the release's noise, mean one-way
-TVD over its 16-cell marginals: 0.0259 without the cells, 0.0200 at 0.7, 0.0188 at 0.8, 0.0182
-at 0.9; the levels' own TVD grows with it (age 0.067 -> 0.124 at 0.8), and at 0.95 the levels
-no longer find the spikes (40 hours a week off by 39 points)."""
+TVD over its 16-cell marginals: 0.0259 without the parts, 0.0188 at 0.8, 0.0181 at 0.9; the
+values' own shares grow noisier with it (age's per-value TVD 0.067 without, 0.097 at 0.8,
+0.137 at 0.9), and at 0.95 the levels no longer find the spikes (40 hours a week 39 points
+off)."""
 
 COARSE_NOISE = 0.25
 """:func:`coarse_level_cells` measures an ordered column's coarse cells where the noise std of
 one level's share (the histograms' common one) is at least this fraction of a level's mean
 share ``1 / levels``: the levels' counts then tell little beyond a spike. Adult: 0.45 at
-epsilon 0.1 (on), 0.15 at 0.3 and 0.06 at 1 (off); switched on at 1, the coarse cells cost
-the 2- and 3-way marginals (0.035 / 0.075 -> 0.037 / 0.078) and the levels' own TVD tripled."""
+epsilon 0.1 (on), 0.15 at 0.3 and 0.06 at 1 (off). Switched on at 1 (three seeded releases) the
+parts took the one-way TVD on 16 cells from 0.0049 to 0.0043, the 2- and 3-way level, but left
+each value's own share 3-4x further off (age's per-value TVD 0.010 -> 0.037, simulated): there
+a value's count is mostly signal, and the release keeps it."""
 
 SPLIT_DEVIATIONS = 4.0
 """:func:`level_parts` gives a level a part of its own where its noisy count stands this many

@@ -589,8 +589,10 @@ def _release_marginals(
     cell per column: the sensitivity is unchanged, docs/privacy.md 3c); a lattice column whose
     levels would share a bin (``lattice``: levels per column, 0 continuous) has one cell per
     level instead (:func:`core.marginals.measured_per_level`; ``nominal``: the categorical
-    ones, whose levels have no order), released with the others at the same noise; where
-    ``pooled``, with the pooled histogram of the continuous columns for
+    ones, whose levels have no order), released with the others at the same noise, and an
+    ordered one whose levels are noisy (:func:`core.marginals.coarse_level_cells`) with its
+    coarse parts in a second draw at the same scale, its weight split between the two (3c);
+    where ``pooled``, with the pooled histogram of the continuous columns for
     ``params.pooled_fraction`` of ``budget`` (3f)."""
     if sums.histograms is None:
         raise ValueError("the data pass did not compute the one-way histograms")
