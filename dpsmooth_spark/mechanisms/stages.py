@@ -122,6 +122,14 @@ def select_partners(
     return out
 
 
+def histograms_sensitivity(columns: int, accountant: PrivacyAccountant) -> float:
+    """The sensitivity of ``columns`` histograms (or tables) released together, a record in one
+    cell of each: L1 ``columns`` under pure epsilon, L2 ``sqrt(columns)`` under zCDP."""
+    if accountant.pure:
+        return sensitivity.histograms_l1(columns)
+    return sensitivity.histograms_l2(columns)
+
+
 def release_histograms(
     counts: np.ndarray,
     budget: float,
@@ -138,7 +146,7 @@ def release_histograms(
     noise and the noisy counts back after it: a column's noise is then the scale over its
     weight, and the sensitivity is unchanged (privacy.md 3c)."""
     d = int(counts.shape[0]) if columns is None else columns
-    sens = sensitivity.histograms_l1(d) if accountant.pure else sensitivity.histograms_l2(d)
+    sens = histograms_sensitivity(d, accountant)
     if weights is None:
         return _release(counts, sens, budget, "histograms", accountant, noise)
     noisy, scale = _release(counts * weights, sens, budget, "histograms", accountant, noise)
@@ -161,11 +169,7 @@ def release_histograms_in_two_draws(
     between its two draws, and puts every record in one of its second-draw cells or in none),
     so the two draws cost what one draw of ``columns`` histograms costs: one ``histograms`` charge
     (privacy.md 3c). Returns (first noisy counts, second noisy counts, scale)."""
-    sens = (
-        sensitivity.histograms_l1(columns)
-        if accountant.pure
-        else sensitivity.histograms_l2(columns)
-    )
+    sens = histograms_sensitivity(columns, accountant)
     scale = accountant.noise_scale(sens, budget)
     first = add_noise(np.asarray(counts * weights, dtype=np.float64), scale, accountant, noise)
     first = first / weights
@@ -185,9 +189,7 @@ def release_tables(
     """The cells of ``tables`` contingency tables laid end to end plus noise for ``budget`` (L1
     sensitivity ``tables``, L2 ``sqrt(tables)``: a record is in one cell of each table);
     returns (noisy counts, scale)."""
-    sens = (
-        sensitivity.histograms_l1(tables) if accountant.pure else sensitivity.histograms_l2(tables)
-    )
+    sens = histograms_sensitivity(tables, accountant)
     return _release(counts, sens, budget, "tables", accountant, noise)
 
 

@@ -312,7 +312,8 @@ TVD 0.041 / 0.098, 40,000 0.035 / 0.083, 60,000 0.032 / 0.074, 100,000 0.030 / 0
 
 SAMPLED_TABLE_CANDIDATES_PER_CELL = 512
 """Where the release's rows are drawn from the weights rather than herded (a noisy count over
-``herding_rows``), candidates per measured table cell, up to :data:`SAMPLED_TABLE_CANDIDATES_CAP`:
+``herding_rows``, or a table of lattice columns only: ``core.sampling.herds``), candidates per
+measured table cell, up to :data:`SAMPLED_TABLE_CANDIDATES_CAP`:
 a 3-way marginal combines cells of several tables, which more candidates hold. Adult, three
 seeded releases each, 512 per cell against 128: 3-way TVD 0.142 / 0.074 / 0.061 against 0.149
 / 0.080 / 0.067 at epsilon 0.1 / 1 / 10 (2-way 0.079 / 0.035 / 0.026 against 0.081 / 0.037 /

@@ -498,15 +498,11 @@ def raked_to_marginals(
         fitted = np.bincount(where, weights=u, minlength=target.size)
         std = summary.histogram_noise_stds[j] / summary.histogram_totals[j]
         held = target.size if j not in groups else target.size - groups[j].group.size + 1
-        chi2 = float((((fitted - target) / max(std, 1e-12)) ** 2).sum())
-        further = chi2 > held + RAKE_DEVIATIONS * np.sqrt(2.0 * held)
+        further = _beyond_noise(((fitted - target) / max(std, 1e-12)) ** 2, held)
         if j in summary.level_parts:  # or on its coarse parts, each known better than a level
             part, _, part_std = summary.level_parts[j]
             gap = np.bincount(part, weights=fitted - target) * summary.histogram_totals[j]
-            parts = gap.size
-            further |= float(((gap / part_std) ** 2).sum()) > parts + RAKE_DEVIATIONS * np.sqrt(
-                2.0 * parts
-            )
+            further |= _beyond_noise((gap / part_std) ** 2, gap.size)
         if further:
             columns.append(j)
             cells.append(where)
@@ -514,6 +510,12 @@ def raked_to_marginals(
     if not columns:
         return weights
     return rake(weights, np.column_stack(cells), targets)
+
+
+def _beyond_noise(squares: np.ndarray, cells: int) -> bool:
+    """Whether a chi-square (the sum of ``squares``, over ``cells`` cells) lies past
+    :data:`RAKE_DEVIATIONS` of its standard deviations above its mean under the noise alone."""
+    return float(squares.sum()) > cells + RAKE_DEVIATIONS * np.sqrt(2.0 * cells)
 
 
 def copula_of(summary: NoisySummary, modelled: LowRankPairs | None) -> np.ndarray | None:

@@ -45,7 +45,8 @@ class SynthesizerParams(BaseModel):
             "Number of candidate points C the fit weighs, at least: raised to 128 per measured "
             "contingency-table cell, or 500 per column where the pairs are read through their "
             "low-rank model, up to 100,000; to 512 per table cell, up to 200,000, where the "
-            "release's rows (its noisy count) are more than herding_rows."
+            "release's rows are drawn, not herded (its noisy count more than herding_rows, or a "
+            "table of lattice columns only)."
         ),
     )
     candidate_strategy: Literal["auto", "moments", "psi"] = Field(

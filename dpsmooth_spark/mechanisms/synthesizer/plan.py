@@ -14,7 +14,7 @@ import numpy as np
 
 from dpsmooth_spark.core.chebyshev import BasisSet
 from dpsmooth_spark.core.marginals import SHARED_SHAPE_MIN_COLUMNS, largest_shrinkage_factor
-from dpsmooth_spark.mechanisms.stages import noise_std
+from dpsmooth_spark.mechanisms.stages import histograms_sensitivity, noise_std
 from dpsmooth_spark.mechanisms.synthesizer.params import (
     ANCHOR_PICK_SELECTION,
     SynthesizerParams,
@@ -390,8 +390,9 @@ def pools_histograms(
 
 def histogram_count_std(accountant: PrivacyAccountant, budget: float, d: int) -> float:
     """Noise standard deviation of one count of ``d`` histograms released with ``budget``."""
-    sens = sensitivity.histograms_l1(d) if accountant.pure else sensitivity.histograms_l2(d)
-    return noise_std(accountant.noise_scale(sens, budget), accountant)
+    return noise_std(
+        accountant.noise_scale(histograms_sensitivity(d, accountant), budget), accountant
+    )
 
 
 def histogram_bins(
