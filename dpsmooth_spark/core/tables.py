@@ -104,6 +104,35 @@ class ContingencyTables:
         i, j = self.pairs[k]
         return values[self.offsets[k] : self.offsets[k + 1]].reshape(self.cells[i], self.cells[j])
 
+    def margins(self, values: np.ndarray, column: int) -> list[tuple[np.ndarray, int]]:
+        """Per table that holds ``column``, its ``values`` summed over the other column: the
+        column's counts on its cells, each the sum of that many of the table's cells (the
+        second item), so of as many independent noise draws where ``values`` are noisy."""
+        out = []
+        for k, (i, j) in enumerate(self.pairs):
+            if column == i:
+                out.append((self.table(values, k).sum(axis=1), self.cells[j]))
+            elif column == j:
+                out.append((self.table(values, k).sum(axis=0), self.cells[i]))
+        return out
+
+
+def pooled_with_margins(
+    counts: np.ndarray, std: float, margins: list[tuple[np.ndarray, int]], table_std: float
+) -> tuple[np.ndarray, float]:
+    """A column's noisy counts on its cells (``counts``, noise std ``std`` each) and the noisy
+    tables' ``margins`` on the same cells (:meth:`ContingencyTables.margins`; each cell sums
+    ``m`` table cells of noise std ``table_std``, variance ``m table_std**2``) pooled: their
+    inverse-variance mean per cell and its noise std. Every record is counted once in each
+    (a table that holds no null), so all estimate the same counts with independent noise."""
+    precision = 1.0 / std**2
+    total = counts * precision
+    for margin, summed in margins:
+        weight = 1.0 / (summed * table_std**2)
+        total = total + margin * weight
+        precision += weight
+    return total / precision, float(1.0 / np.sqrt(precision))
+
 
 def table_pairs(levels: np.ndarray | None, nominal: np.ndarray | None) -> ContingencyTables | None:
     """The pairs the data pass counts tables for, from the config alone: every pair with a

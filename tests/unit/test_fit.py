@@ -125,11 +125,11 @@ def test_pairs_on_spread_factors_share_their_hub_columns_group(rng):
         assert not set(rows["histograms"]) & set(rows["factor_pairs"])
 
 
-def test_raking_moves_only_the_lattice_marginals_the_fit_leaves_beyond_their_noise():
-    """A category and an integer at epsilon 1 on 5,000 rows: weights that hold both private
-    marginals are returned as they are; with the category's first level given 1.3 times its
-    weight (far beyond the marginal's noise) the category alone is raked back to its private
-    marginal: the integer, within its noise, is no target of the raking."""
+def test_raking_takes_every_lattice_marginal_of_a_lattice_table_to_its_private_marginal():
+    """A category and an integer at epsilon 1 on 5,000 rows (no continuous column): weights
+    with the category's first level at 1.3 times its weight and the integer's values below 6 at
+    0.9 are raked back to both private marginals, as :func:`core.maxent.rake` does; the
+    relation the tilt made (every ratio within a cell of both columns) is kept."""
     from dpsmooth_spark import Synthesizer
     from dpsmooth_spark.core.chebyshev import lattice_level
     from dpsmooth_spark.core.marginals import level_bins
@@ -143,6 +143,48 @@ def test_raking_moves_only_the_lattice_marginals_the_fit_leaves_beyond_their_noi
         "b": rng.binomial(20, 0.3, 5000),
     }
     columns = [{"name": "a", "values": list(range(5))}, {"name": "b", "lower": 0, "upper": 20}]
+    summary = Synthesizer(columns, 1.0, random_state=0).fit(pd.DataFrame(frame)).result_.summary
+    support = make_candidates(summary, SynthesizerParams(), np.random.default_rng(0), None)
+    levels = np.asarray(summary.levels)
+    where = np.column_stack([lattice_level(support.points[:, j], int(levels[j])) for j in (0, 1)])
+    grid = support.marginals.cells
+    targets = [support.marginals.probabilities[j, level_bins(int(levels[j]), grid)] for j in (0, 1)]
+    prior = support.prior_weights()
+    off = prior * np.where(where[:, 0] == 0, 1.3, 1.0) * np.where(where[:, 1] < 6, 0.9, 1.0)
+    raked = raked_to_marginals(summary, support, off / off.sum(), levels)
+    for j in (0, 1):
+        held = np.bincount(where[:, j], raked, targets[j].size)
+        np.testing.assert_allclose(held, targets[j] / targets[j].sum(), atol=1e-4)
+    np.testing.assert_allclose(raked, rake(off, where, targets), rtol=1e-9)
+    cell = where[:, 0] * 21 + where[:, 1]
+    ratio = raked / off
+    for c in np.unique(cell)[:20]:
+        np.testing.assert_allclose(ratio[cell == c], ratio[cell == c][0], rtol=1e-9)
+
+
+def test_beside_a_continuous_column_only_lattice_marginals_beyond_their_noise_are_raked():
+    """The same two columns beside a float: weights that hold both private marginals are
+    returned as they are; with the category's first level at 1.3 times its weight (far beyond
+    the marginal's noise) the category alone is raked back to its private marginal: the
+    integer, within its noise, is no target of the raking, nor is the float."""
+    from dpsmooth_spark import Synthesizer
+    from dpsmooth_spark.core.chebyshev import lattice_level
+    from dpsmooth_spark.core.marginals import level_bins
+    from dpsmooth_spark.core.maxent import rake
+    from dpsmooth_spark.mechanisms.synthesizer.candidates import make_candidates
+    from dpsmooth_spark.mechanisms.synthesizer.fit import raked_to_marginals
+
+    rng = np.random.default_rng(4)
+    frame = {
+        "a": rng.choice(5, 5000, p=[0.4, 0.3, 0.15, 0.1, 0.05]),
+        "b": rng.binomial(20, 0.3, 5000),
+        "x": rng.uniform(0.0, 1.0, 5000),
+    }
+    columns = [
+        {"name": "a", "values": list(range(5))},
+        {"name": "b", "lower": 0, "upper": 20},
+        {"name": "x", "lower": 0.0, "upper": 1.0},
+    ]
     summary = Synthesizer(columns, 1.0, random_state=0).fit(pd.DataFrame(frame)).result_.summary
     support = make_candidates(summary, SynthesizerParams(), np.random.default_rng(0), None)
     levels = np.asarray(summary.levels)

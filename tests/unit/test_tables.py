@@ -18,6 +18,7 @@ from dpsmooth_spark.core.tables import (
     TABLE_BINS,
     ContingencyTables,
     independent_tables,
+    pooled_with_margins,
     table_pairs,
 )
 
@@ -158,3 +159,82 @@ def test_a_table_measurement_is_a_relation_of_the_fit():
     assert len(found) == 1 and isinstance(found[0].queries, ContingencyTables)
     assert found[0].relations is not None and found[0].relations.all()
     assert summary.covered_pairs()[0, 1]
+
+
+def test_a_columns_margins_sum_each_of_its_tables_over_the_other_column():
+    """Column 1 of a (0, 1) table of 2 x 3 cells and a (1, 2) table of 3 x 2: its margins are
+    the first table's column sums and the second's row sums, each a sum of 2 cells."""
+    tables = ContingencyTables(3, ((0, 1), (1, 2)), (2, 3, 2), (2, 3, 2))
+    values = np.arange(12.0)  # [[0 1 2] [3 4 5]], then [[6 7] [8 9] [10 11]]
+    (first, summed_first), (second, summed_second) = tables.margins(values, 1)
+    np.testing.assert_array_equal(first, [3.0, 5.0, 7.0])
+    np.testing.assert_array_equal(second, [13.0, 17.0, 21.0])
+    assert (summed_first, summed_second) == (2, 2)
+    assert tables.margins(values, 0)[0][1] == 3 and len(tables.margins(values, 0)) == 1
+
+
+def test_counts_and_margins_pool_by_their_inverse_variances():
+    """Counts of noise std 10 (variance 100) and a margin summing 2 cells of std 5 (variance
+    50): the margin weighs twice the counts, ``(h + 2 m) / 3``, with variance 100 / 3."""
+    pooled, std = pooled_with_margins(
+        np.array([100.0, 200.0]), 10.0, [(np.array([110.0, 190.0]), 2)], 5.0
+    )
+    np.testing.assert_allclose(pooled, [320.0 / 3.0, 580.0 / 3.0])
+    assert std == pytest.approx(10.0 / np.sqrt(3.0))
+
+
+def test_the_tables_margins_bring_the_private_marginals_closer(monkeypatch):
+    """Three related categories (20,000 rows, epsilon 0.1, most of the budget on the tables:
+    ``table_fraction`` 0.9, ``marginal_fraction`` 0.3): each column's private marginal, pooled
+    with the margins of the measured tables that hold it, against the histogram's alone (the
+    same summary without its tables). Over 200 seeds the three columns' summed TVD was 0.0123
+    pooled against 0.0180 alone (the seeds' differences' sd 0.0054); the mean of 40 seeds'
+    is at most 0.85 of it: 3.9 standard errors from the pooled mean (false failure about
+    5e-5), and it fails where the margins are not read (a ratio of 1)."""
+    from dataclasses import replace
+
+    from dpsmooth_spark import Synthesizer
+    from dpsmooth_spark.core.marginals import level_bins
+    from dpsmooth_spark.mechanisms.synthesizer.measure import release_summary
+    from dpsmooth_spark.pipeline import in_memory
+
+    found = []
+
+    def measure_only(
+        sums, bounds, params, accountant, noise, rng, lattice, nullable, nominal, rows_pass
+    ):
+        found.append(
+            release_summary(
+                sums, bounds, params, accountant, noise, rng, nullable, lattice, nominal, rows_pass
+            )
+        )
+
+    monkeypatch.setattr(in_memory, "fit_from_sums", measure_only)
+    rng = np.random.default_rng(3)
+    n = 20_000
+    region = rng.choice(5, n, p=[0.4, 0.25, 0.15, 0.12, 0.08])
+    flag = (rng.random(n) < np.array([0.1, 0.2, 0.4, 0.5, 0.7])[region]).astype(np.int64)
+    kinds = np.array([[0.6, 0.3, 0.1], [0.2, 0.5, 0.3], [0.1, 0.2, 0.7], [0.3, 0.3, 0.4]])
+    kinds = np.vstack([kinds, [0.5, 0.1, 0.4]])[region]
+    kind = (rng.random(n)[:, None] > np.cumsum(kinds, axis=1)).sum(axis=1)
+    frame = pd.DataFrame({"region": region, "flag": flag, "kind": kind})
+    sizes = {"region": 5, "flag": 2, "kind": 3}
+    columns = [{"name": name, "values": list(range(k))} for name, k in sizes.items()]
+    mechanism = {"table_fraction": 0.9, "marginal_fraction": 0.3}
+    for seed in range(40):
+        Synthesizer(columns, 0.1, mechanism=mechanism, random_state=seed).fit(frame)
+    assert found[0].tables is not None
+    truth = [np.bincount(frame[name], minlength=k) / n for name, k in sizes.items()]
+
+    def tvd(summary) -> float:
+        return sum(
+            0.5 * np.abs(summary.marginal_density(j, 64)[level_bins(k, 64)] - truth[j]).sum()
+            for j, k in enumerate(sizes.values())
+        )
+
+    pooled = [tvd(summary) for summary in found]
+    alone = [
+        tvd(replace(s, statistics=tuple(x for x in s.statistics if x.kind != "tables")))
+        for s in found
+    ]
+    assert np.mean(pooled) <= 0.85 * np.mean(alone), (np.mean(pooled), np.mean(alone))

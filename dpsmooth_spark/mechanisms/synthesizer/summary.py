@@ -46,7 +46,7 @@ from dpsmooth_spark.core.marginals import (
 from dpsmooth_spark.core.quadrants import QuadrantPairs, copula_rho, copula_rho_std
 from dpsmooth_spark.core.sampling import snap_to_lattice
 from dpsmooth_spark.core.subspace import SubspaceEstimate
-from dpsmooth_spark.core.tables import ContingencyTables
+from dpsmooth_spark.core.tables import ContingencyTables, pooled_with_margins
 from dpsmooth_spark.mechanisms.synthesizer.params import (
     DENOISE_MIN_COLUMNS,
     SynthesizerParams,
@@ -846,10 +846,29 @@ class NoisySummary:
             raise ValueError("this summary has no one-way histograms")
         return self.histograms
 
+    def with_table_margins(
+        self, column: int, counts: np.ndarray, std: float
+    ) -> tuple[np.ndarray, float]:
+        """A lattice column's noisy ``counts`` per level (noise std ``std``) pooled with the
+        margins of the measured contingency tables that hold it on its levels
+        (:func:`core.tables.pooled_with_margins`): the tables' noise is independent of the
+        histograms', so each margin adds what it knows of the column's counts. Not where a
+        column is nullable: a table counts only the rows without a null, a histogram every
+        row."""
+        found = self.tables
+        levels = 0 if self.levels is None else int(self.levels[column])
+        if found is None or self.null_counts is not None or found.query.levels[column] != levels:
+            return counts, std
+        margins = found.query.margins(found.values, column)
+        if not margins:
+            return counts, std
+        return pooled_with_margins(counts, std, margins, float(np.max(found.noise_std)))
+
     def marginal_density(self, column: int, cells: int) -> np.ndarray:
         """Column ``column``'s noisy histogram made a distribution on ``cells`` grid cells:
         :func:`core.marginals.lattice_density` on a column of declared levels (on its
-        per-level counts where it was measured per level), else
+        per-level counts where it was measured per level, and pooled with the margins of the
+        contingency tables that hold it, :meth:`with_table_margins`), else
         :func:`core.marginals.histogram_density`, a histogram its noise swamps shrunk towards
         the shape the continuous columns share where it is clear: the pooled histogram where
         one was measured, else the other columns' mean (:func:`core.marginals.shared_shape`);
@@ -861,8 +880,10 @@ class NoisySummary:
         shares, std = histograms[column] / n, np.full(bins, self.histogram_noise_stds[column] / n)
         levels = 0 if self.levels is None else int(self.levels[column])
         if column in self.level_histograms:
-            shares = self.level_histograms[column] / n
-            std = np.full(shares.size, self.histogram_noise_stds[column] / n)
+            counts, level_std = self.with_table_margins(
+                column, self.level_histograms[column], self.histogram_noise_stds[column]
+            )
+            shares, std = counts / n, np.full(counts.size, level_std / n)
             if column in self.ordered_levels and levels > 2:
                 density = np.zeros(cells)
                 parted = self.level_parts.get(column)
@@ -876,6 +897,13 @@ class NoisySummary:
                 np.add.at(density, level_bins(levels, cells), found)
                 return density / density.sum()
         if levels >= 2:
+            if column not in self.level_histograms:  # its levels' cells of the histogram
+                where = level_bins(levels, bins)
+                counts, level_std = self.with_table_margins(
+                    column, histograms[column, where], self.histogram_noise_stds[column]
+                )
+                shares, std = shares.copy(), np.full(bins, level_std / n)
+                shares[where] = counts / n
             density = lattice_density(shares, std, cells, levels, laplace=self.noise == "laplace")
             if column in self.level_histograms:  # a category measured per level
                 where = level_bins(levels, cells)
