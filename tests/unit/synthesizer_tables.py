@@ -55,3 +55,27 @@ def pair_table(n: int, seed: int) -> tuple[dict, dict]:
     columns = {f"x{j}": x[:, j] for j in range(6)} | {"y": y}
     bounds = {f"x{j}": (-1.0, 1.0) for j in range(6)} | {"y": (0.0, 1.0)}
     return columns, bounds
+
+
+def measured_summaries(frame, columns, epsilon, seeds, monkeypatch, mechanism=None) -> list:
+    """The noisy summary each seeded release of ``frame`` measures (the measurement alone: the
+    fit is not run; ``monkeypatch`` replaces it for the test)."""
+    from dpsmooth_spark import Synthesizer
+    from dpsmooth_spark.mechanisms.synthesizer.measure import release_summary
+    from dpsmooth_spark.pipeline import in_memory
+
+    found = []
+
+    def measure_only(
+        sums, bounds, params, accountant, noise, rng, lattice, nullable, nominal, rows_pass
+    ):
+        found.append(
+            release_summary(
+                sums, bounds, params, accountant, noise, rng, nullable, lattice, nominal, rows_pass
+            )
+        )
+
+    monkeypatch.setattr(in_memory, "fit_from_sums", measure_only)
+    for seed in seeds:
+        Synthesizer(columns, epsilon, mechanism=mechanism, random_state=seed).fit(frame)
+    return found

@@ -125,16 +125,29 @@ def test_pairs_on_spread_factors_share_their_hub_columns_group(rng):
         assert not set(rows["histograms"]) & set(rows["factor_pairs"])
 
 
+def _lattice_targets(frame: dict, columns: list[dict]):
+    """A seeded release's summary and candidates of ``frame``, its first two columns' levels on
+    the candidates and their private marginals there (the raking's targets)."""
+    from dpsmooth_spark import Synthesizer
+    from dpsmooth_spark.core.chebyshev import lattice_level
+    from dpsmooth_spark.core.marginals import level_bins
+    from dpsmooth_spark.mechanisms.synthesizer.candidates import make_candidates
+
+    summary = Synthesizer(columns, 1.0, random_state=0).fit(pd.DataFrame(frame)).result_.summary
+    support = make_candidates(summary, SynthesizerParams(), np.random.default_rng(0), None)
+    levels = np.asarray(summary.levels)
+    where = np.column_stack([lattice_level(support.points[:, j], int(levels[j])) for j in (0, 1)])
+    grid = support.marginals.cells
+    targets = [support.marginals.probabilities[j, level_bins(int(levels[j]), grid)] for j in (0, 1)]
+    return summary, support, levels, where, targets
+
+
 def test_raking_takes_every_lattice_marginal_of_a_lattice_table_to_its_private_marginal():
     """A category and an integer at epsilon 1 on 5,000 rows (no continuous column): weights
     with the category's first level at 1.3 times its weight and the integer's values below 6 at
     0.9 are raked back to both private marginals, as :func:`core.maxent.rake` does; the
     relation the tilt made (every ratio within a cell of both columns) is kept."""
-    from dpsmooth_spark import Synthesizer
-    from dpsmooth_spark.core.chebyshev import lattice_level
-    from dpsmooth_spark.core.marginals import level_bins
     from dpsmooth_spark.core.maxent import rake
-    from dpsmooth_spark.mechanisms.synthesizer.candidates import make_candidates
     from dpsmooth_spark.mechanisms.synthesizer.fit import raked_to_marginals
 
     rng = np.random.default_rng(4)
@@ -143,12 +156,7 @@ def test_raking_takes_every_lattice_marginal_of_a_lattice_table_to_its_private_m
         "b": rng.binomial(20, 0.3, 5000),
     }
     columns = [{"name": "a", "values": list(range(5))}, {"name": "b", "lower": 0, "upper": 20}]
-    summary = Synthesizer(columns, 1.0, random_state=0).fit(pd.DataFrame(frame)).result_.summary
-    support = make_candidates(summary, SynthesizerParams(), np.random.default_rng(0), None)
-    levels = np.asarray(summary.levels)
-    where = np.column_stack([lattice_level(support.points[:, j], int(levels[j])) for j in (0, 1)])
-    grid = support.marginals.cells
-    targets = [support.marginals.probabilities[j, level_bins(int(levels[j]), grid)] for j in (0, 1)]
+    summary, support, levels, where, targets = _lattice_targets(frame, columns)
     prior = support.prior_weights()
     off = prior * np.where(where[:, 0] == 0, 1.3, 1.0) * np.where(where[:, 1] < 6, 0.9, 1.0)
     raked = raked_to_marginals(summary, support, off / off.sum(), levels)
@@ -167,11 +175,7 @@ def test_beside_a_continuous_column_only_lattice_marginals_beyond_their_noise_ar
     returned as they are; with the category's first level at 1.3 times its weight (far beyond
     the marginal's noise) the category alone is raked back to its private marginal: the
     integer, within its noise, is no target of the raking, nor is the float."""
-    from dpsmooth_spark import Synthesizer
-    from dpsmooth_spark.core.chebyshev import lattice_level
-    from dpsmooth_spark.core.marginals import level_bins
     from dpsmooth_spark.core.maxent import rake
-    from dpsmooth_spark.mechanisms.synthesizer.candidates import make_candidates
     from dpsmooth_spark.mechanisms.synthesizer.fit import raked_to_marginals
 
     rng = np.random.default_rng(4)
@@ -185,12 +189,7 @@ def test_beside_a_continuous_column_only_lattice_marginals_beyond_their_noise_ar
         {"name": "b", "lower": 0, "upper": 20},
         {"name": "x", "lower": 0.0, "upper": 1.0},
     ]
-    summary = Synthesizer(columns, 1.0, random_state=0).fit(pd.DataFrame(frame)).result_.summary
-    support = make_candidates(summary, SynthesizerParams(), np.random.default_rng(0), None)
-    levels = np.asarray(summary.levels)
-    where = np.column_stack([lattice_level(support.points[:, j], int(levels[j])) for j in (0, 1)])
-    grid = support.marginals.cells
-    targets = [support.marginals.probabilities[j, level_bins(int(levels[j]), grid)] for j in (0, 1)]
+    summary, support, levels, where, targets = _lattice_targets(frame, columns)
     held = rake(support.prior_weights(), where, targets)
     assert raked_to_marginals(summary, support, held, levels) is held
     off = held * np.where(where[:, 0] == 0, 1.3, 1.0)

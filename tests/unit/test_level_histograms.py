@@ -23,6 +23,7 @@ from dpsmooth_spark.core.marginals import (
     measured_per_level,
     ordered_level_density,
 )
+from tests.unit.synthesizer_tables import measured_summaries
 
 
 @pytest.mark.parametrize("levels", [2, 3, 5, 17, 42, 85, 99, 129, 255, 256])
@@ -291,24 +292,7 @@ def _measured_rates(
 ) -> np.ndarray:
     """The rate of ``column`` (a 0/1 category) in the private marginal the release measures,
     per seed (the measurement alone: the fit is not run)."""
-    from dpsmooth_spark import Synthesizer
-    from dpsmooth_spark.mechanisms.synthesizer.measure import release_summary
-    from dpsmooth_spark.pipeline import in_memory
-
-    found = []
-
-    def measure_only(
-        sums, bounds, params, accountant, noise, rng, lattice, nullable, nominal, rows_pass
-    ):
-        found.append(
-            release_summary(
-                sums, bounds, params, accountant, noise, rng, nullable, lattice, nominal, rows_pass
-            )
-        )
-
-    monkeypatch.setattr(in_memory, "fit_from_sums", measure_only)
-    for seed in seeds:
-        Synthesizer(columns, epsilon, mechanism=mechanism, random_state=seed).fit(frame)
+    found = measured_summaries(frame, columns, epsilon, seeds, monkeypatch, mechanism)
     j = [c["name"] for c in columns].index(column)
     return np.array([summary.marginal_density(j, 4)[-1] for summary in found])
 

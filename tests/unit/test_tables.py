@@ -21,6 +21,7 @@ from dpsmooth_spark.core.tables import (
     pooled_with_margins,
     table_pairs,
 )
+from tests.unit.synthesizer_tables import measured_summaries
 
 LEVELS = np.array([4, 3, 0, 20])  # two categories, a float, a 20-value integer
 NOMINAL = np.array([True, True, False, False])
@@ -193,23 +194,8 @@ def test_the_tables_margins_bring_the_private_marginals_closer(monkeypatch):
     5e-5), and it fails where the margins are not read (a ratio of 1)."""
     from dataclasses import replace
 
-    from dpsmooth_spark import Synthesizer
     from dpsmooth_spark.core.marginals import level_bins
-    from dpsmooth_spark.mechanisms.synthesizer.measure import release_summary
-    from dpsmooth_spark.pipeline import in_memory
 
-    found = []
-
-    def measure_only(
-        sums, bounds, params, accountant, noise, rng, lattice, nullable, nominal, rows_pass
-    ):
-        found.append(
-            release_summary(
-                sums, bounds, params, accountant, noise, rng, nullable, lattice, nominal, rows_pass
-            )
-        )
-
-    monkeypatch.setattr(in_memory, "fit_from_sums", measure_only)
     rng = np.random.default_rng(3)
     n = 20_000
     region = rng.choice(5, n, p=[0.4, 0.25, 0.15, 0.12, 0.08])
@@ -221,8 +207,7 @@ def test_the_tables_margins_bring_the_private_marginals_closer(monkeypatch):
     sizes = {"region": 5, "flag": 2, "kind": 3}
     columns = [{"name": name, "values": list(range(k))} for name, k in sizes.items()]
     mechanism = {"table_fraction": 0.9, "marginal_fraction": 0.3}
-    for seed in range(40):
-        Synthesizer(columns, 0.1, mechanism=mechanism, random_state=seed).fit(frame)
+    found = measured_summaries(frame, columns, 0.1, range(40), monkeypatch, mechanism)
     assert found[0].tables is not None
     truth = [np.bincount(frame[name], minlength=k) / n for name, k in sizes.items()]
 
