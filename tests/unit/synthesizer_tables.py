@@ -1,4 +1,4 @@
-"""Generated tables the synthesizer's tests share."""
+"""Generated tables the synthesizer's tests share, and their seeded measurements."""
 
 from __future__ import annotations
 

@@ -495,11 +495,13 @@ def raked_to_marginals(
         target = support.marginals.probabilities[j, level_bins(int(lattice[j]), grid)]
         if j in groups:
             target = groups[j].merged(target)
-        held = target.size if j not in groups else target.size - groups[j].group.size + 1
-        gap = np.bincount(where, weights=u, minlength=target.size) - target
-        if every or _beyond_its_noise(summary, j, gap, held):
-            cells.append(where)
-            targets.append(target)
+        if not every:  # beside a continuous column: only a marginal beyond its noise
+            held = target.size if j not in groups else target.size - groups[j].group.size + 1
+            gap = np.bincount(where, weights=u, minlength=target.size) - target
+            if not _beyond_its_noise(summary, j, gap, held):
+                continue
+        cells.append(where)
+        targets.append(target)
     if not cells:
         return weights
     return rake(weights, np.column_stack(cells), targets)

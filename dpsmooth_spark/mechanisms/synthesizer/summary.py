@@ -857,7 +857,12 @@ class NoisySummary:
         row."""
         found = self.tables
         levels = 0 if self.levels is None else int(self.levels[column])
-        if found is None or self.null_counts is not None or found.query.levels[column] != levels:
+        if (
+            found is None
+            or levels < 2
+            or self.null_counts is not None
+            or found.query.levels[column] != levels
+        ):
             return counts, std
         margins = found.query.margins(found.values, column)
         if not margins:
