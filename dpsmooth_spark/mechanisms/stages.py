@@ -39,14 +39,19 @@ def _release(
 
 
 def release_count(
-    count: int, fraction: float, accountant: PrivacyAccountant, noise: NoiseSource
+    count: int,
+    fraction: float,
+    accountant: PrivacyAccountant,
+    noise: NoiseSource,
+    stage: str = "count",
 ) -> float:
-    """The count plus noise for ``fraction`` of the budget (sensitivity 1)."""
+    """The count plus noise for ``fraction`` of the budget (sensitivity 1), charged as
+    ``stage``."""
     noisy, _ = _release(
         np.array([float(count)]),
         sensitivity.count_sensitivity(),
         accountant.share(fraction),
-        "count",
+        stage,
         accountant,
         noise,
     )

@@ -44,10 +44,13 @@ def test_budget_is_spent_exactly_once(rng, delta, strategy):
     synth = ArraySynthesizer(0.7, bounds, delta=delta, params=params, random_state=2).fit(table)
     account = synth.accountant_.to_dict()
     stages = [c["stage"] for c in account["stages"]]
-    assert stages == (
-        ["count", "histograms", "basis_sums", "psi", "directions"]
+    # 2,000 rows: the count's first draw is not clear at epsilon 0.007 (noise std 202), so it
+    # has a second; in zCDP (rho 8.7e-5, std 76: 3.8%) it is
+    count = ["count", "count_top_up"] if delta == 0 else ["count"]
+    assert stages == count + (
+        ["histograms", "basis_sums", "psi", "directions"]
         if strategy == "psi"
-        else ["count", "histograms", "basis_sums"]
+        else ["histograms", "basis_sums"]
     )
     assert account["epsilon_spent"] == pytest.approx(0.7)
     assert all(
@@ -145,7 +148,8 @@ def test_marginals_only_release_round_trips_its_summary(rng):
     synth = ArraySynthesizer(0.2, bounds, random_state=6).fit(table)
     summary = synth.result_.summary
     assert summary.basis.size == 0 and summary.histograms is not None
-    assert [c["stage"] for c in synth.accountant_.to_dict()["stages"]] == ["count", "histograms"]
+    stages = [c["stage"] for c in synth.accountant_.to_dict()["stages"]]
+    assert stages == ["count", "count_top_up", "histograms"]  # 1,000 rows: the count draws twice
     again = NoisySummary.from_dict(summary.to_dict())
     np.testing.assert_array_equal(again.histograms, summary.histograms)
     assert again.basis.size == 0 and again.noisy_count == summary.noisy_count

@@ -1,6 +1,7 @@
 """Stage 1, measure: every DP statistic of the mechanism, from the exact sums of the data pass.
 
-1. the noisy count (sensitivity 1);
+1. the noisy count (sensitivity 1), in a second draw too where the first is not clear enough
+   for the plan;
 2. one noisy histogram per column (L1 sensitivity d, L2 sqrt(d)), with cells chosen from the
    noisy count: the one-way marginals; where the budget swamps every one of them, also one
    histogram of all the continuous columns' values together (L1 sensitivity m, the columns
@@ -75,6 +76,8 @@ from dpsmooth_spark.mechanisms.synthesizer.params import (
 )
 from dpsmooth_spark.mechanisms.synthesizer.plan import (
     BudgetPlan,
+    count_noise_std,
+    count_top_up,
     histogram_count_std,
     plan_budget,
     psi_sensitivity,
@@ -107,7 +110,9 @@ def release_summary(
     quadrant_columns = (
         continuous.size if rows_pass is not None and (nullable is None or not nullable.any()) else 0
     )
-    noisy_count = release_count(sums.count, params.count_fraction, accountant, noise)
+    noisy_count, count_std, count_shares = release_noisy_count(
+        sums.count, params, accountant, noise
+    )
 
     cells = params.marginal_cells if sums.histograms is None else sums.histograms.shape[1]
     counted = None if sums.tables is None else table_pairs(lattice, nominal)
@@ -122,6 +127,7 @@ def release_summary(
         pairs,
         clippable=sums.clipped is not None and bool(sums.clip_levels),
         quadrant_columns=quadrant_columns,
+        count_shares=count_shares,
     )
     anchors = tuple(bounds.columns.index(c) for c in params.pair_columns)
     basis, selected, picks, share = plan.basis, plan.selected, plan.picks, plan.relations
@@ -146,13 +152,12 @@ def release_summary(
         plan=plan.to_dict(params.pooled_fraction),
     )
     if summary.null_counts is None and summary.histograms is not None:
-        count_scale = next(c.scale for c in accountant.charges if c.stage == "count")
         summary = replace(
             summary,
             count_alone=noisy_count,
             noisy_count=pooled_count(
                 noisy_count,
-                noise_std(count_scale, accountant),
+                count_std,
                 summary.histograms,
                 summary.histogram_noise_stds,
                 summary.pooled_histogram,
@@ -530,6 +535,28 @@ def _measure_tables(
     noisy, scale = release_tables(cells, k, accountant.share(measure), accountant, noise)
     columns = tuple(sorted({c for pair in picked.pairs for c in pair}))
     return NoisyStatistic("tables", "tables", picked, noisy, noise_std(scale, accountant), columns)
+
+
+def release_noisy_count(
+    count: int, params: SynthesizerParams, accountant: PrivacyAccountant, noise: NoiseSource
+) -> tuple[float, float, tuple[float, float]]:
+    """The noisy count the plan reads, its noise std and the shares of its two draws: the
+    first at ``count_probe`` of ``count_fraction`` (stage ``count``), the second (stage
+    ``count_top_up``) only where the first is not clear enough for the plan
+    (:func:`.plan.count_top_up`), the two then pooled by inverse variance, as noisy as one draw
+    at ``count_fraction``. Each draw has sensitivity 1, and the second is decided from the
+    first's noisy value alone (docs/privacy.md section 3)."""
+    first = params.count_fraction * params.count_probe
+    noisy = release_count(count, first, accountant, noise)
+    std = count_noise_std(accountant, first)
+    top_up = count_top_up(params, noisy, accountant)
+    if top_up <= 0:
+        return noisy, std, (first, 0.0)
+    again = release_count(count, top_up, accountant, noise, stage="count_top_up")
+    again_std = count_noise_std(accountant, top_up)
+    precision = 1.0 / std**2 + 1.0 / again_std**2
+    pooled = (noisy / std**2 + again / again_std**2) / precision
+    return float(pooled), float(1.0 / np.sqrt(precision)), (first, top_up)
 
 
 def pooled_count(

@@ -63,7 +63,23 @@ class SynthesizerParams(BaseModel):
         default=5, ge=1, le=100, description="T of Private Subspace Iteration."
     )
     count_fraction: float = Field(
-        default=0.05, gt=0, lt=0.5, description="Share of the budget for the noisy count."
+        default=0.05,
+        gt=0,
+        lt=0.5,
+        description=(
+            "Share of the budget whose single draw gives the noisy count the noise it needs "
+            "where count_probe of it is not clear: a second draw then makes up the rest."
+        ),
+    )
+    count_probe: float = Field(
+        default=0.2,
+        gt=0,
+        le=1,
+        description=(
+            "Share of count_fraction the count spends first (1: all of it in one draw). A "
+            "large table's count is clear at this share, and the rest goes to the other "
+            "statistics."
+        ),
     )
     marginal_fraction: float = Field(
         default=0.6,

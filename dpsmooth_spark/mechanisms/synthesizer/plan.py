@@ -40,7 +40,7 @@ class BudgetPlan:
             data pass counted).
         table_share: share of the tables, their selection included.
         table_selection: share of the tables' noisy top-k (part of ``table_share``).
-        count: share of the noisy count.
+        count: share of the noisy count's first draw.
         marginals: share of the one-way histograms (with the pooled histogram's, if any).
         pooled: whether the pooled histogram is measured (``pooled_fraction`` of ``marginals``).
         histogram_cells: cells of each one-way histogram.
@@ -53,6 +53,8 @@ class BudgetPlan:
         quadrants: share of the quadrant pairs, their partner picks included (0 where they are
             not measured).
         quadrant_selection: share of the quadrant pairs' partner picks (part of ``quadrants``).
+        count_top_up: share of the count's second draw (0 where the first was clear enough:
+            :func:`count_top_up`).
     """
 
     strategy: str
@@ -74,12 +76,14 @@ class BudgetPlan:
     clipped: float = 0.0
     quadrants: float = 0.0
     quadrant_selection: float = 0.0
+    count_top_up: float = 0.0
 
     def to_dict(self, pooled_fraction: float) -> dict[str, Any]:
         """The plan as the manifest prints it: each stage's share of the budget and what it buys."""
         pooled = self.marginals * pooled_fraction if self.pooled else 0.0
         shares = {
             "count": self.count,
+            "count_top_up": self.count_top_up,
             "histograms": self.marginals - pooled,
             "pooled_histogram": pooled,
             "basis_sums": self.per_function * self.basis.size,
@@ -116,15 +120,18 @@ def plan_budget(
     table_pairs: int = 0,
     clippable: bool = False,
     quadrant_columns: int = 0,
+    count_shares: tuple[float, float] | None = None,
 ) -> BudgetPlan:
     """The release's plan from public values: the config (``params``), the column names, the
     data pass's histogram ``cells``, the ``lattice`` levels per column (0 continuous), the number
     of pairs the data pass counted contingency tables for, whether it computed the norm-clipped
     second moments (``clippable``), how many columns a second pass could measure quadrant pairs
-    of (``quadrant_columns``: 0 where there is no such pass) and the noisy count.
-    ``accountant`` converts shares to noise scales; nothing is charged."""
+    of (``quadrant_columns``: 0 where there is no such pass), the noisy count and the shares its
+    two draws spent (``count_shares``, :func:`count_top_up`; ``None``: ``count_fraction`` in
+    one). ``accountant`` converts shares to noise scales; nothing is charged."""
     d = len(columns)
-    rest = 1.0 - params.count_fraction
+    count, top_up = (params.count_fraction, 0.0) if count_shares is None else count_shares
+    rest = 1.0 - count - top_up
     anchors = tuple(columns.index(c) for c in params.pair_columns)
     relations = rest * (1.0 - params.marginal_fraction)
     tables = affordable_tables(
@@ -226,7 +233,8 @@ def plan_budget(
         tables=tables,
         table_share=table_share,
         table_selection=(table_share * params.selection_fraction if tables < table_pairs else 0.0),
-        count=params.count_fraction,
+        count=count,
+        count_top_up=top_up,
         marginals=marginal_share,
         pooled=pooled,
         histogram_cells=bins,
@@ -239,6 +247,40 @@ def plan_budget(
         quadrants=quadrants,
         quadrant_selection=quadrants * QUADRANT_SELECTION,
     )
+
+
+COUNT_NOISE_TARGET = 0.05
+""":func:`count_top_up` draws the count again where its first draw's noise std is above this
+share of its noisy count. The plan reads the count against thresholds (a table's or
+a function's noise as a share of it, the histogram cells as a power of two of it) that a 5%
+error moves by less than their steps. Adult at epsilon 0.1 (48,842 rows) is clear at 0.01 of
+the budget (2.9%); its count then costs 0.01 instead of 0.05, and twelve seeded releases gain
+0.0006 in one-way TVD and 0.0009 and 0.0016 in 2- and 3-way. Wine at epsilon 1 (178 rows)
+needs its count as clear as one draw at 0.05 gives it: at 0.02 its correlation ratio went from
+0.86 to 0.90 and its TSTR AUC from 0.98 to 0.95."""
+
+
+def count_top_up(
+    params: SynthesizerParams, noisy_count: float, accountant: PrivacyAccountant
+) -> float:
+    """The share of the budget the count spends in a second draw after its first, at
+    ``count_probe`` of ``count_fraction``: where the first draw's noise std is above
+    :data:`COUNT_NOISE_TARGET` of its ``noisy_count``, what gives the two draws, pooled by
+    inverse variance, the noise of one at ``count_fraction`` (a precision that grows with the
+    square of epsilon, or with rho: ``sqrt(1 - p^2)`` or ``1 - p`` of it); else 0 (public values
+    and the first noisy count only)."""
+    probe = params.count_probe
+    first = count_noise_std(accountant, params.count_fraction * probe)
+    if probe >= 1.0 or first <= COUNT_NOISE_TARGET * max(noisy_count, 1.0):
+        return 0.0
+    rest = math.sqrt(1.0 - probe**2) if accountant.pure else 1.0 - probe
+    return params.count_fraction * rest
+
+
+def count_noise_std(accountant: PrivacyAccountant, share: float) -> float:
+    """Noise std of a count released with ``share`` of the budget."""
+    scale = accountant.noise_scale(sensitivity.count_sensitivity(), accountant.share(share))
+    return noise_std(scale, accountant)
 
 
 TABLE_NOISE_TARGET = 0.02

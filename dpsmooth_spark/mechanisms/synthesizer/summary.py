@@ -362,7 +362,8 @@ class NoisySummary:
             histogram totals (and the pooled histogram's) when no column is nullable
             (:func:`.measure.pooled_count`).
         statistics: every noisy statistic, in the order released.
-        count_alone: the count plus noise before pooling (``None``: not pooled).
+        count_alone: the count plus noise (its two draws pooled, where it has two) before
+            pooling with the histograms (``None``: not pooled).
         noise: the noise's distribution, ``laplace`` (pure epsilon-DP) or ``gaussian``.
         levels: ``(d,)`` lattice points per column from the config (0: continuous), or ``None``:
             public; every later stage reads them here, and summary.json keeps them for a retry.
