@@ -525,6 +525,76 @@ estimated signal is at least this many times its noise (James-Stein would keep a
 the distance; docs/decisions/0001)."""
 
 
+SINGLE_NOISE_LEVEL = 1e-3
+""":func:`largest_noise_draw`'s chance that the largest noise draw of a release's relation
+answers reaches the level at which one answer alone reads as a relation (a union bound)."""
+
+
+def largest_noise_draw(count: int, noise: str, level: float = SINGLE_NOISE_LEVEL) -> float:
+    """The ``|z|`` (unit-variance noise) that the largest of ``count`` independent draws exceeds
+    with chance at most ``level``: ``ln(count / level) / sqrt(2)`` for Laplace noise (``P(|Z| >
+    t) = exp(-sqrt(2) t)``), the normal quantile of ``level / (2 count)`` for Gaussian noise.
+    Among 130 relation answers under Laplace noise: 8.3 noise deviations."""
+    count = max(int(count), 1)
+    if noise == "laplace":
+        return float(np.log(count / level) / np.sqrt(2.0))
+    if noise == "gaussian":
+        return float(norm.isf(level / (2.0 * count)))
+    raise ValueError(f"unknown noise {noise!r}")
+
+
+def signal_groups(
+    z_prior: np.ndarray,
+    groups: np.ndarray,
+    noise: str,
+    clip: float = 2.5,
+    significance: float = 2.0,
+    single: float = np.inf,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per group, ``(clear, lone)``: whether its residuals from the prior (noise units) hold a
+    relation beyond the noise, and whether one answer alone makes it so. Clear: the clipped
+    terms ``S = sum min(z^2, c^2)`` (``c = max(clip, 3 median |z|)``) pass ``|G| m +
+    significance sqrt(|G| v)`` (:func:`clipped_square_moments`). Lone: a clear group of two
+    answers or more whose others, without its largest term, stay within one standard deviation
+    of the noise's ``(|G| - 1) m``, and whose largest ``|z|`` lies within ``single``
+    (:func:`largest_noise_draw`). Seeded, Laplace noise: of groups of five with one answer at
+    6.4 deviations, 35% are clear and 14% not lone; groups of 30 whose every answer carries a
+    signal of 0.5-1 noise deviation are never lone, groups of five 7% of the time. Laplace noise
+    puts one answer in 8,000 six deviations out; a relation moves more than one of its group's
+    answers, or one beyond what the noise's largest draw reaches (the table without relations at
+    epsilon 1: a pair term 6.4 deviations off in a group of five, fitted as clear, came back as
+    a relation at total-variation distance 0.16 from independence)."""
+    z = np.asarray(z_prior, dtype=np.float64)
+    groups = np.asarray(groups, dtype=np.int64)
+    size, robust, mean, var, clear = _clipped_test(z, groups, noise, clip, significance)
+    terms = np.minimum(z * z, np.maximum(clip, 3.0 * _medians(z, groups, size))[groups] ** 2)
+    largest = np.zeros(size.size)
+    np.maximum.at(largest, groups, terms)
+    top = np.zeros(size.size)
+    np.maximum.at(top, groups, np.abs(z))
+    rest = np.maximum(size - 1.0, 0.0)
+    quiet_rest = robust - largest <= rest * mean + np.sqrt(rest * var)
+    return clear, clear & (size >= 2) & quiet_rest & (top <= single)
+
+
+def _medians(z: np.ndarray, groups: np.ndarray, size: np.ndarray) -> np.ndarray:
+    """Each group's median ``|z|``."""
+    return np.array(
+        [np.median(np.abs(z[groups == g])) if size[g] else 0.0 for g in range(size.size)]
+    )
+
+
+def _clipped_test(
+    z: np.ndarray, groups: np.ndarray, noise: str, clip: float, significance: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(|G|, S, m, v, clear)`` per group for :func:`signal_groups`."""
+    size = np.bincount(groups).astype(np.float64)
+    c = np.maximum(clip, 3.0 * _medians(z, groups, size))
+    robust = np.bincount(groups, weights=np.minimum(z * z, c[groups] ** 2), minlength=size.size)
+    mean, var = clipped_square_moments(c, noise)
+    return size, robust, mean, var, robust > size * mean + significance * np.sqrt(size * var)
+
+
 def james_stein_tolerance(
     z_prior: np.ndarray,
     groups: np.ndarray,
@@ -557,18 +627,12 @@ def james_stein_tolerance(
     Where the estimated signal is at least ``strength_signal`` times the noise's
     (:data:`STRENGTH_SIGNAL` when ``None``), the group is fitted to that estimate instead:
     ``s = sqrt(1 - |G| m / S)``, the factor whose fitted chi-square is the estimated signal's.
+    Which groups are clear: :func:`signal_groups`.
     """
     z = np.asarray(z_prior, dtype=np.float64)
     groups = np.asarray(groups, dtype=np.int64)
-    size = np.bincount(groups).astype(np.float64)
-    median = np.array(
-        [np.median(np.abs(z[groups == g])) if size[g] else 0.0 for g in range(size.size)]
-    )
-    c = np.maximum(clip, 3.0 * median)
-    robust = np.bincount(groups, weights=np.minimum(z * z, c[groups] ** 2), minlength=size.size)
+    size, robust, mean, _, clear = _clipped_test(z, groups, noise, clip, significance)
     chi2 = np.bincount(groups, weights=z * z, minlength=size.size)
-    mean, var = clipped_square_moments(c, noise)
-    clear = robust > size * mean + significance * np.sqrt(size * var)
     kept = np.minimum(size * mean / np.maximum(robust, 1e-300), 1.0)  # 1 - s
     ratio = STRENGTH_SIGNAL if strength_signal is None else strength_signal
     strong = kept * (1.0 + ratio) <= 1.0  # S - |G| m >= ratio |G| m

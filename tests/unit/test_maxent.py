@@ -26,9 +26,11 @@ from dpsmooth_spark.core.maxent import (
     fit_within_noise,
     group_chi_square,
     james_stein_tolerance,
+    largest_noise_draw,
     match_correlation,
     maxent_projection,
     project_to_simplex,
+    signal_groups,
     within_targets,
 )
 from dpsmooth_spark.mechanisms.synthesizer.candidates import Candidates
@@ -457,3 +459,47 @@ def test_raking_gives_a_cell_no_point_reaches_to_the_others():
     cells = np.array([[0], [0], [1], [1]])
     raked = maxent.rake(np.array([0.1, 0.1, 0.4, 0.4]), cells, [np.array([0.25, 0.25, 0.5])])
     np.testing.assert_allclose(raked, [0.25, 0.25, 0.25, 0.25])
+
+
+def test_a_group_that_one_answer_alone_makes_clear_is_marked_lone():
+    """Seeded groups of five answers of Laplace noise (noise units), one answer moved to 6.4
+    deviations (one draw in 8,000): the test reads 35% of them as clear, and all but under 20%
+    of the groups (14% measured) are marked lone, the fit's cue to keep them at the prior; with
+    two answers at 6.4 over 95% are clear and under 10% lone (3.2% measured), and one answer at
+    9 (beyond the single-answer level of 8.3 for 130 answers) never is lone. Groups of 30 whose
+    every answer carries a signal of one noise deviation are never lone (a relation the fit
+    keeps)."""
+    rng = np.random.default_rng(8)
+    groups = np.repeat(np.arange(2000), 5)
+    single = largest_noise_draw(130, "laplace")
+    assert 8.2 < single < 8.4
+    z = rng.laplace(0.0, 1 / np.sqrt(2), (2000, 5))
+    z[:, 0] = 6.4
+    clear, lone = signal_groups(z.ravel(), groups, "laplace", single=single)
+    assert np.mean(clear & ~lone) < 0.2 and np.all(clear[lone])
+    moved = z.copy()
+    moved[:, 1] = 6.4
+    clear, lone = signal_groups(moved.ravel(), groups, "laplace", single=single)
+    assert np.mean(clear) > 0.95 and np.mean(lone) < 0.1
+    moved[:, 1] = z[:, 1]
+    moved[:, 0] = 9.0
+    assert not signal_groups(moved.ravel(), groups, "laplace", single=single)[1].any()
+    wide = np.repeat(np.arange(400), 30)
+    spread = rng.choice([-1.0, 1.0], (400, 30)) + rng.laplace(0.0, 1 / np.sqrt(2), (400, 30))
+    clear, lone = signal_groups(spread.ravel(), wide, "laplace", single=single)
+    assert clear.mean() > 0.5 and not lone.any()
+
+
+@pytest.mark.parametrize("noise", ["laplace", "gaussian"])
+def test_the_largest_noise_draw_is_reached_at_its_level(noise):
+    """20,000 seeded releases of 130 unit-variance noise draws: the largest reaches
+    ``largest_noise_draw(130)`` in about 0.1% of them (a union bound: at most that): between 5
+    and 40 of 20,000 (expected about 20; either side fails with chance below 1e-4)."""
+    rng = np.random.default_rng(9)
+    draws = (
+        rng.laplace(0.0, 1 / np.sqrt(2), (20_000, 130))
+        if noise == "laplace"
+        else rng.standard_normal((20_000, 130))
+    )
+    reached = int(np.sum(np.abs(draws).max(axis=1) > largest_noise_draw(130, noise)))
+    assert 5 <= reached <= 40, reached

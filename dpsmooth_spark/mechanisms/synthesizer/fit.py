@@ -42,8 +42,10 @@ from dpsmooth_spark.core.maxent import (
     fit_within_noise,
     james_stein_tolerance,
     kl_divergence,
+    largest_noise_draw,
     match_correlation,
     rake,
+    signal_groups,
 )
 from dpsmooth_spark.mechanisms.synthesizer.candidates import (
     Candidates,
@@ -380,17 +382,25 @@ def fit_from_summary(
     sigma = np.concatenate([np.broadcast_to(m.std, m.values.shape) for m in found])
     z = b / sigma
     groups, tolerance, relations = _global_groups(found)
-    shrunk = None
+    shrunk, quiet = None, None
     if params.fit == "maxent" and params.group_shrinkage == "james_stein" and relations.any():
         # terms are clipped where the answer bound lies (its default, 2.5, when it is off)
         z_prior = (a @ support.prior_weights().astype(np.float32)).astype(np.float64) - z
-        js = james_stein_tolerance(z_prior, groups, summary.noise, params.answer_bound or 2.5)
+        clip = params.answer_bound or 2.5
+        single = largest_noise_draw(int(relations[groups].sum()), summary.noise)
+        js = james_stein_tolerance(z_prior, groups, summary.noise, clip)
         shrunk = np.where(relations, np.minimum(tolerance, js), tolerance)
+        # a relation group that one answer alone makes clear may stay where the prior has it
+        quiet = relations & signal_groups(z_prior, groups, summary.noise, clip, single=single)[1]
+        held = np.bincount(groups, weights=z_prior * z_prior) / np.bincount(groups)
+        shrunk = np.where(quiet, np.maximum(tolerance, held), shrunk)
     timings["candidates"] = time.perf_counter() - start
 
     start = time.perf_counter()
     steps: dict[str, float] = {}
     bound = _answer_bounds(found, a, z, support, params.answer_bound)
+    if bound is not None and quiet is not None:
+        bound = np.where(quiet[groups], np.maximum(bound, np.abs(z_prior)), bound)
     weights, reference, kl = fit_weights(
         a, z, sigma, groups, tolerance, support, params, steps, bound, shrunk
     )
