@@ -566,8 +566,8 @@ def signal_groups(
     a relation at total-variation distance 0.16 from independence)."""
     z = np.asarray(z_prior, dtype=np.float64)
     groups = np.asarray(groups, dtype=np.int64)
-    size, robust, mean, var, clear = _clipped_test(z, groups, noise, clip, significance)
-    terms = np.minimum(z * z, np.maximum(clip, 3.0 * _medians(z, groups, size))[groups] ** 2)
+    size, robust, mean, var, clear, c = _clipped_test(z, groups, noise, clip, significance)
+    terms = np.minimum(z * z, c[groups] ** 2)
     largest = np.zeros(size.size)
     np.maximum.at(largest, groups, terms)
     top = np.zeros(size.size)
@@ -577,22 +577,19 @@ def signal_groups(
     return clear, clear & (size >= 2) & quiet_rest & (top <= single)
 
 
-def _medians(z: np.ndarray, groups: np.ndarray, size: np.ndarray) -> np.ndarray:
-    """Each group's median ``|z|``."""
-    return np.array(
-        [np.median(np.abs(z[groups == g])) if size[g] else 0.0 for g in range(size.size)]
-    )
-
-
 def _clipped_test(
     z: np.ndarray, groups: np.ndarray, noise: str, clip: float, significance: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``(|G|, S, m, v, clear)`` per group for :func:`signal_groups`."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(|G|, S, m, v, clear, c)`` per group for :func:`signal_groups`."""
     size = np.bincount(groups).astype(np.float64)
-    c = np.maximum(clip, 3.0 * _medians(z, groups, size))
+    median = np.array(
+        [np.median(np.abs(z[groups == g])) if size[g] else 0.0 for g in range(size.size)]
+    )
+    c = np.maximum(clip, 3.0 * median)
     robust = np.bincount(groups, weights=np.minimum(z * z, c[groups] ** 2), minlength=size.size)
     mean, var = clipped_square_moments(c, noise)
-    return size, robust, mean, var, robust > size * mean + significance * np.sqrt(size * var)
+    clear = robust > size * mean + significance * np.sqrt(size * var)
+    return size, robust, mean, var, clear, c
 
 
 def james_stein_tolerance(
@@ -631,7 +628,7 @@ def james_stein_tolerance(
     """
     z = np.asarray(z_prior, dtype=np.float64)
     groups = np.asarray(groups, dtype=np.int64)
-    size, robust, mean, _, clear = _clipped_test(z, groups, noise, clip, significance)
+    size, robust, mean, _, clear, _ = _clipped_test(z, groups, noise, clip, significance)
     chi2 = np.bincount(groups, weights=z * z, minlength=size.size)
     kept = np.minimum(size * mean / np.maximum(robust, 1e-300), 1.0)  # 1 - s
     ratio = STRENGTH_SIGNAL if strength_signal is None else strength_signal
