@@ -558,12 +558,12 @@ def signal_groups(
     answers or more whose others, without its largest term, stay within one standard deviation
     of the noise's ``(|G| - 1) m``, and whose largest ``|z|`` lies within ``single``
     (:func:`largest_noise_draw`). Seeded, Laplace noise: of groups of five with one answer at
-    6.4 deviations, 35% are clear and 14% not lone; groups of 30 whose every answer carries a
-    signal of 0.5-1 noise deviation are never lone, groups of five 7% of the time. Laplace noise
-    puts one answer in 8,000 six deviations out; a relation moves more than one of its group's
-    answers, or one beyond what the noise's largest draw reaches (the table without relations at
-    epsilon 1: a pair term 6.4 deviations off in a group of five, fitted as clear, came back as
-    a relation at total-variation distance 0.16 from independence)."""
+    6.4 deviations, 35% are clear and 14% clear but not lone; groups of 30 whose every answer
+    carries a signal of 0.5-1 noise deviation are never lone, groups of five 7% of the time.
+    Laplace noise puts one answer in 8,000 six deviations out; a relation moves more than one of
+    its group's answers, or one beyond what the noise's largest draw reaches (the table without
+    relations at epsilon 1: a pair term 6.4 deviations off in a group of five, fitted as clear,
+    came back as a relation at total-variation distance 0.16 from independence)."""
     z = np.asarray(z_prior, dtype=np.float64)
     groups = np.asarray(groups, dtype=np.int64)
     size, robust, mean, var, clear, c = _clipped_test(z, groups, noise, clip, significance)

@@ -392,7 +392,7 @@ def fit_from_summary(
         shrunk = np.where(relations, np.minimum(tolerance, js), tolerance)
         # a relation group that one answer alone makes clear may stay where the prior has it
         quiet = relations & signal_groups(z_prior, groups, summary.noise, clip, single=single)[1]
-        held = np.bincount(groups, weights=z_prior * z_prior) / np.bincount(groups)
+        held = np.bincount(groups, weights=z_prior * z_prior) / np.maximum(np.bincount(groups), 1)
         shrunk = np.where(quiet, np.maximum(tolerance, held), shrunk)
     timings["candidates"] = time.perf_counter() - start
 
