@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpsmooth_spark.core.chebyshev import indicator_mass, indicator_values, lattice_level
+from dpsmooth_spark.core.pooling import inverse_variance_mean
 
 TABLE_BINS = 8
 """Cells of a column that is not nominal in a contingency table (equal cells of [-1, 1])."""
@@ -125,13 +126,11 @@ def pooled_with_margins(
     ``m`` table cells of noise std ``table_std``, variance ``m table_std**2``) pooled: their
     inverse-variance mean per cell and its noise std. Every record is counted once in each
     (a table that holds no null), so all estimate the same counts with independent noise."""
-    precision = 1.0 / std**2
-    total = counts * precision
-    for margin, summed in margins:
-        weight = 1.0 / (summed * table_std**2)
-        total = total + margin * weight
-        precision += weight
-    return total / precision, float(1.0 / np.sqrt(precision))
+    pooled, pooled_std = inverse_variance_mean(
+        [counts] + [margin for margin, _ in margins],
+        [std] + [np.sqrt(summed) * table_std for _, summed in margins],
+    )
+    return pooled, float(pooled_std)
 
 
 def table_pairs(levels: np.ndarray | None, nominal: np.ndarray | None) -> ContingencyTables | None:

@@ -52,6 +52,7 @@ from dpsmooth_spark.core.marginals import (
     level_parts,
     measured_per_level,
 )
+from dpsmooth_spark.core.pooling import inverse_variance_mean
 from dpsmooth_spark.core.quadrants import QuadrantPairs, medians, sign_gram
 from dpsmooth_spark.core.subspace import SubspaceEstimate, private_subspace_iteration
 from dpsmooth_spark.core.tables import ContingencyTables, independent_tables, table_pairs
@@ -553,10 +554,10 @@ def release_noisy_count(
     if top_up <= 0:
         return noisy, std, (first, 0.0)
     again = release_count(count, top_up, accountant, noise, stage="count_top_up")
-    again_std = count_noise_std(accountant, top_up)
-    precision = 1.0 / std**2 + 1.0 / again_std**2
-    pooled = (noisy / std**2 + again / again_std**2) / precision
-    return float(pooled), float(1.0 / np.sqrt(precision)), (first, top_up)
+    pooled, pooled_std = inverse_variance_mean(
+        [noisy, again], [std, count_noise_std(accountant, top_up)]
+    )
+    return float(pooled), float(pooled_std), (first, top_up)
 
 
 def pooled_count(
