@@ -162,3 +162,21 @@ def test_the_data_pass_computes_the_clip_norms_from_the_width_alone():
     assert levels[-1] == pytest.approx(75.0) and levels[0] == pytest.approx(75.0 / 8)
     assert SynthesizerParams(clipped_pairs="off").pass_spec(100).clip_levels == ()
     assert params.pass_spec(CLIP_COLUMNS[1] + 1).clip_levels == ()
+
+
+@pytest.mark.parametrize("alone, expected", [(0.15, 0.15), (0.5, None), (0.001, None)])
+def test_the_tables_alone_take_their_own_share_and_the_histograms_the_rest(alone, expected):
+    """Where no pair term is affordable, the tables get ``table_alone_fraction`` of what the
+    count leaves, at most their share of the relations' (``None``: that share), and the
+    histograms all the rest; a share that affords no table leaves them theirs."""
+    columns = tuple(f"c{i}" for i in range(14))
+    params = SynthesizerParams(table_alone_fraction=alone)
+    accountant = PrivacyAccountant(0.1)
+    plan = plan_budget(params, columns, 48842.0, accountant, 256, np.full(14, 8), table_pairs=91)
+    rest = 1.0 - plan.count
+    relations = rest * (1.0 - params.marginal_fraction) * params.table_fraction
+    assert plan.basis.size == 0 and not plan.selected and plan.tables > 0
+    assert plan.table_share == pytest.approx(rest * expected if expected else relations)
+    assert plan.marginals == pytest.approx(rest - plan.table_share)
+    shares = plan.to_dict(params.pooled_fraction)["shares"]
+    assert sum(shares.values()) == pytest.approx(1.0)

@@ -239,6 +239,16 @@ class SynthesizerParams(BaseModel):
             "measured."
         ),
     )
+    table_alone_fraction: float = Field(
+        default=0.15,
+        gt=0.0,
+        lt=1.0,
+        description=(
+            "Share of the budget left after the count that the contingency tables get where "
+            "they are the only relations measured (no pair term affordable: small epsilon); "
+            "the histograms get the rest. At most what table_fraction gives them."
+        ),
+    )
     hub_means: bool = Field(
         default=True,
         description=(

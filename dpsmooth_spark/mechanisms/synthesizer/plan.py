@@ -199,7 +199,11 @@ def plan_budget(
         marginal_share, share = rest - clipped, 0.0
     elif basis.size == 0 and not selected and not picks and not tables:
         marginal_share, share = rest - extra, 0.0
-    elif basis.size == 0 and not selected and not picks:  # the tables' share only
+    elif basis.size == 0 and not selected and not picks:  # the tables alone
+        alone = min(rest * params.table_alone_fraction, table_share)
+        fewer = affordable_tables(params, table_pairs, d, noisy_count, accountant, alone)
+        if fewer:
+            tables, table_share = fewer, alone
         marginal_share, share = rest - extra - table_share, 0.0
     else:
         marginal_share, share = rest * params.marginal_fraction, basis_share
