@@ -53,6 +53,15 @@ NOISE_FLOOR_STDS = 1.0
 before the projection onto the simplex: the cells beyond the data's spread hold noise only,
 and the projection alone keeps their positive draws as mass far from the data."""
 
+NOMINAL_NOISE_FLOOR_STDS = 0.0
+""":data:`NOISE_FLOOR_STDS` for a category's levels. They have no order, so none lies beyond
+the data's spread, and the score counts each level's share, not its distance: the projection's
+common offset alone cuts the levels the noise swamps. Cut at one deviation, a long tail of small
+levels lost its mass (Adult at epsilon 0.1, ten seeded releases: native-country's one-way TVD
+0.034 -> 0.031, the mean 1-/2-/3-way 0.0182 / 0.0731 / 0.1371 -> 0.0179 / 0.0726 / 0.1365; at 1
+and 10 and on the generated tables level). An integer's levels keep the floor: at 0 the table
+without relations lost 6% of its one-way TVD at epsilon 1 on two integers whose tails are empty."""
+
 CLEAR_FACTOR = 0.8
 """A histogram is clear when its positive-part James-Stein factor is at least this: the noise
 accounts for at most a fifth of its squared deviation from uniform."""
@@ -74,14 +83,15 @@ def histogram_density(
     target: np.ndarray | None = None,
     target_std: np.ndarray | float = 0.0,
     near_target: bool = False,
+    floor: float = NOISE_FLOOR_STDS,
 ) -> np.ndarray:
     """A noisy histogram (cell shares with noise ``std``) made a distribution, spread evenly over
     the grid cells of each bin.
 
     With ``f = max(0, 1 - (k - 2) / chi2)`` the positive-part James-Stein factor (``chi2`` of
     uniform against the noisy cells), at most :func:`largest_shrinkage_factor`: a clear histogram
-    (``f >=`` :data:`CLEAR_FACTOR`) loses its cells below :data:`NOISE_FLOOR_STDS` noise standard
-    deviations and is projected onto the
+    (``f >=`` :data:`CLEAR_FACTOR`) loses its cells below ``floor`` noise standard deviations
+    (:data:`NOISE_FLOOR_STDS`) and is projected onto the
     probability simplex (a common offset subtracted, negatives 0); any other is shrunk towards
     uniform by ``f`` and made a distribution (:data:`SIMPLEX_MIN_BINS`), except that a swamped
     one (``f <`` :data:`SWAMPED_FACTOR`) is shrunk towards ``target`` where given (a
@@ -103,7 +113,7 @@ def histogram_density(
     if near < CLEAR_FACTOR:
         factor = near
     elif factor >= CLEAR_FACTOR:
-        kept = np.where(shares > NOISE_FLOOR_STDS * std, shares, 0.0)
+        kept = np.where(shares > floor * std, shares, 0.0)
         mass = project_to_simplex(kept) if kept.sum() > 0 else uniform
         return np.repeat(mass / (cells // k), cells // k)
     elif towards is None or factor >= SWAMPED_FACTOR:
@@ -461,7 +471,12 @@ def with_tail_mass(density: np.ndarray, shares: np.ndarray, std: float) -> np.nd
 
 
 def lattice_density(
-    shares: np.ndarray, std: np.ndarray, cells: int, levels: int, laplace: bool = True
+    shares: np.ndarray,
+    std: np.ndarray,
+    cells: int,
+    levels: int,
+    laplace: bool = True,
+    nominal: bool = False,
 ) -> np.ndarray:
     """A noisy histogram (cell shares with noise ``std``) of a column whose values are its
     ``levels`` lattice points (public: an integer, boolean or categorical column), made a
@@ -473,7 +488,8 @@ def lattice_density(
     that hold points are denoised as :func:`histogram_density` does, except two
     (a two-level column), whose rate is :func:`two_level_rate`'s posterior mean: never
     exactly 0 or 1, where cutting a negative cell gave all of wine's rows one label at
-    epsilon 1 (docs/mechanisms.md). A bin's mass is split evenly over its points."""
+    epsilon 1 (docs/mechanisms.md); a ``nominal`` column's (a category's) at
+    :data:`NOMINAL_NOISE_FLOOR_STDS`. A bin's mass is split evenly over its points."""
     k = shares.size
     where = level_bins(levels, k)
     held = np.unique(where)
@@ -482,7 +498,8 @@ def lattice_density(
         rate = two_level_rate(shares[held], std, laplace)
         mass = np.array([1.0 - rate, rate])
     else:
-        mass = histogram_density(shares[held], std, held.size)
+        floor = NOMINAL_NOISE_FLOOR_STDS if nominal else NOISE_FLOOR_STDS
+        mass = histogram_density(shares[held], std, held.size, floor=floor)
     per_level = mass[np.searchsorted(held, where)] / np.bincount(where, minlength=k)[where]
     density = np.zeros(cells)
     np.add.at(density, level_bins(levels, cells), per_level)  # each point's grid cell

@@ -65,6 +65,8 @@ def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
         summary = NoisySummary.from_dict(run.previous.statistics)
         if summary.levels is None:  # a summary persisted without its levels
             summary = replace(summary, levels=run.codec.lattice())
+        if summary.nominal is None:  # or without its categories
+            summary = replace(summary, nominal=run.codec.nominal())
         accountant = run.reused_accountant()
 
     with run.log.stage("candidates and fit"):

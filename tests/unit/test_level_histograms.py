@@ -137,6 +137,7 @@ def test_an_integer_spike_is_reproduced_and_the_summary_round_trips():
     assert summary.ordered_levels == {0} and set(summary.level_histograms) == {0}
     again = NoisySummary.from_dict(json.loads(json.dumps(summary.to_dict())))
     assert again.ordered_levels == summary.ordered_levels
+    assert summary.nominal.tolist() == again.nominal.tolist() == [False, True]
     np.testing.assert_array_equal(again.marginal_probabilities(), summary.marginal_probabilities())
 
 

@@ -389,6 +389,26 @@ def test_a_lattice_columns_marginal_reads_only_the_bins_that_hold_its_points():
     )
 
 
+def test_a_categorys_long_tail_of_small_levels_keeps_its_mass():
+    """A category of 42 levels, 90% on the first and 0.24% on each other (native-country's
+    shape), with Laplace share noise 0.003 a level: over 400 seeded draws its marginal as a
+    category (no noise floor) is nearer the truth in TVD than with an integer's floor of one
+    deviation, which cuts most of the tail. Measured 0.037 against 0.049 (ratio 0.75; the paired
+    difference's standard error is 0.0002, so the bound 0.85 is not reached by chance)."""
+    from dpsmooth_spark.core.marginals import lattice_density, with_tail_mass
+
+    rng = np.random.default_rng(7)
+    truth = np.r_[0.9, np.full(41, 0.1 / 41)]
+    std = np.full(42, 0.003)
+    errors = {True: [], False: []}
+    for _ in range(400):
+        noisy = truth + rng.laplace(0.0, 0.003 / np.sqrt(2.0), 42)
+        for nominal, found in errors.items():
+            density = lattice_density(noisy, std, 42, 42, True, nominal)
+            found.append(0.5 * np.abs(with_tail_mass(density, noisy, 0.003) - truth).sum())
+    assert np.mean(errors[True]) < 0.85 * np.mean(errors[False])
+
+
 def test_a_two_level_columns_rate_keeps_both_levels_and_errs_less():
     """A 0/1 column's rate from four noisy bins. Wine's label at epsilon 1 in one seeded release
     (noisy counts 218, 54, 24, -33 on 176 rows, noise std 35): the histogram alone cuts the

@@ -150,6 +150,7 @@ def release_summary(
     summary = replace(
         summary,
         levels=None if lattice is None else np.asarray(lattice, dtype=np.int64),
+        nominal=None if nominal is None else np.asarray(nominal, dtype=bool),
         plan=plan.to_dict(params.pooled_fraction),
     )
     if summary.null_counts is None and summary.histograms is not None:

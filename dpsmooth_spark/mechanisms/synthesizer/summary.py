@@ -367,6 +367,8 @@ class NoisySummary:
         noise: the noise's distribution, ``laplace`` (pure epsilon-DP) or ``gaussian``.
         levels: ``(d,)`` lattice points per column from the config (0: continuous), or ``None``:
             public; every later stage reads them here, and summary.json keeps them for a retry.
+        nominal: ``(d,)`` whether each column is a category (levels without order), from the
+            config; ``None``: none is.
         plan: the budget plan the statistics were measured by (:mod:`.plan`), as printed.
     """
 
@@ -377,6 +379,7 @@ class NoisySummary:
     noise: Literal["laplace", "gaussian"] = "laplace"
     levels: np.ndarray | None = None
     plan: dict[str, Any] | None = None
+    nominal: np.ndarray | None = None
 
     def with_statistics(self, *added: NoisyStatistic) -> NoisySummary:
         """This summary with ``added`` appended."""
@@ -910,7 +913,9 @@ class NoisySummary:
                 )
                 shares, std = shares.copy(), np.full(bins, level_std / n)
                 shares[where] = counts / n
-            density = lattice_density(shares, std, cells, levels, laplace=self.noise == "laplace")
+            density = lattice_density(
+                shares, std, cells, levels, self.noise == "laplace", self.is_nominal(column)
+            )
             if column in self.level_histograms:  # a category measured per level
                 where = level_bins(levels, cells)
                 per_level = with_tail_mass(density[where], shares, float(std[0]))
@@ -930,6 +935,10 @@ class NoisySummary:
         if shape is None:
             return histogram_density(shares, std, cells)
         return histogram_density(shares, std, cells, *shape, near_target=self.shares_shape)
+
+    def is_nominal(self, column: int) -> bool:
+        """Whether ``column`` is a category (:attr:`nominal`)."""
+        return self.nominal is not None and bool(self.nominal[column])
 
     @property
     def shares_shape(self) -> bool:
@@ -1016,6 +1025,7 @@ class NoisySummary:
             "gaussian" if data.get("noise") == "gaussian" else "laplace",
             None if data.get("levels") is None else np.array(data["levels"], dtype=np.int64),
             data.get("budget_plan"),
+            None if data.get("nominal") is None else np.array(data["nominal"], dtype=bool),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -1030,6 +1040,7 @@ class NoisySummary:
             "noise": self.noise,
             "levels": None if self.levels is None else [int(v) for v in self.levels],
             "budget_plan": self.plan,
+            "nominal": None if self.nominal is None else [bool(v) for v in self.nominal],
             "statistics": [s.to_dict() for s in self.statistics],
         }
 
