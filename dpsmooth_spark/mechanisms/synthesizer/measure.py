@@ -585,18 +585,16 @@ def pooled_count(
     histograms, 65. The pooled histogram holds each record once per pooled column, so its total
     over ``m`` is one more (noise std ``sqrt(B) pooled_std / m``): where it is measured it takes
     most of the histograms' budget, and its total is the best of them. Post-processing only."""
-    totals = (histograms if held is None else histograms * held).sum(axis=1)
-    total_var = (np.full(totals.size, histograms.shape[1]) if cells is None else cells) * np.square(
-        cell_std
-    )
     if count_std <= 0 or np.any(np.asarray(cell_std) <= 0):
         return noisy_count
-    estimates = np.concatenate([[noisy_count], totals])
-    weights = np.concatenate([[1.0 / count_std**2], 1.0 / total_var])
+    totals = (histograms if held is None else histograms * held).sum(axis=1)
+    summed = np.full(totals.size, histograms.shape[1]) if cells is None else cells
+    estimates = [noisy_count, *totals]
+    stds = [count_std, *np.broadcast_to(np.sqrt(summed) * cell_std, totals.shape)]
     if pooled is not None and pooled_columns > 0 and pooled_std > 0:
-        estimates = np.append(estimates, pooled.sum() / pooled_columns)
-        weights = np.append(weights, pooled_columns**2 / (pooled.size * pooled_std**2))
-    return float(weights @ estimates / weights.sum())
+        estimates.append(pooled.sum() / pooled_columns)
+        stds.append(np.sqrt(pooled.size) * pooled_std / pooled_columns)
+    return float(inverse_variance_mean(estimates, stds)[0])
 
 
 def _release_marginals(
