@@ -566,8 +566,7 @@ def signal_groups(
     came back as a relation at total-variation distance 0.16 from independence)."""
     z = np.asarray(z_prior, dtype=np.float64)
     groups = np.asarray(groups, dtype=np.int64)
-    size, robust, mean, var, clear, c = _clipped_test(z, groups, noise, clip, significance)
-    terms = np.minimum(z * z, c[groups] ** 2)
+    size, robust, mean, var, clear, terms = _clipped_test(z, groups, noise, clip, significance)
     largest = np.zeros(size.size)
     np.maximum.at(largest, groups, terms)
     top = np.zeros(size.size)
@@ -580,16 +579,19 @@ def signal_groups(
 def _clipped_test(
     z: np.ndarray, groups: np.ndarray, noise: str, clip: float, significance: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``(|G|, S, m, v, clear, c)`` per group for :func:`signal_groups`."""
+    """The clipped signal test that :func:`signal_groups` and :func:`james_stein_tolerance`
+    share: per group ``(|G|, S, m, v, clear)``, and each answer's clipped term
+    ``min(z^2, c^2)``."""
     size = np.bincount(groups).astype(np.float64)
     median = np.array(
         [np.median(np.abs(z[groups == g])) if size[g] else 0.0 for g in range(size.size)]
     )
     c = np.maximum(clip, 3.0 * median)
-    robust = np.bincount(groups, weights=np.minimum(z * z, c[groups] ** 2), minlength=size.size)
+    terms = np.minimum(z * z, c[groups] ** 2)
+    robust = np.bincount(groups, weights=terms, minlength=size.size)
     mean, var = clipped_square_moments(c, noise)
     clear = robust > size * mean + significance * np.sqrt(size * var)
-    return size, robust, mean, var, clear, c
+    return size, robust, mean, var, clear, terms
 
 
 def james_stein_tolerance(
