@@ -75,6 +75,7 @@ def snapshot_files(fmt: str, path: str, catalog_cfg: Any = None) -> SnapshotFile
             table = DeltaTable(path)
         except TableNotFoundError:
             raise LakeError(f"no Delta table at {path}") from None
+        _check_delta_readable(table, path)
         return SnapshotFiles([_local(u) for u in table.file_uris()], path)
     if fmt == "iceberg":
         from pyiceberg.exceptions import NoSuchTableError
@@ -91,6 +92,34 @@ def snapshot_files(fmt: str, path: str, catalog_cfg: Any = None) -> SnapshotFile
             )
         return SnapshotFiles([_local(t.file.file_path) for t in tasks], _local(table.location()))
     raise ValueError(f"not a lake format: {fmt}")
+
+
+def _check_delta_readable(table: Any, path: str) -> None:
+    """Refuse a Delta table whose data files alone do not hold its rows, as the pass reads them:
+    deletion vectors (rows deleted in place, e.g. to serve an erasure request, still lie in the
+    files) or column mapping (the files name the columns by physical names)."""
+    mode = table.metadata().configuration.get("delta.columnMapping.mode", "none")
+    if mode != "none":
+        raise LakeError(
+            f"Delta table {path!r} uses column mapping (mode {mode!r}): its data files name the "
+            "columns by physical names the data pass does not map; rewrite the table without "
+            "column mapping (or release from a copy)"
+        )
+    features = table.protocol().reader_features or []
+    if "deletionVectors" in features and _has_deletion_vectors(table):
+        raise LakeError(
+            f"Delta table {path!r} has deletion vectors: the data pass reads data files only and "
+            "would count deleted rows; purge them first (REORG TABLE ... APPLY (PURGE))"
+        )
+
+
+def _has_deletion_vectors(table: Any) -> bool:
+    """Whether any data file of the snapshot has a deletion vector (also where delta-rs cannot
+    read one: a vector that is there but unreadable still deletes rows)."""
+    try:
+        return any(batch.num_rows for batch in table.deletion_vectors())
+    except Exception:  # an unreadable vector: refuse rather than read deleted rows
+        return True
 
 
 def table_root(path: str, catalog_cfg: Any) -> str:
