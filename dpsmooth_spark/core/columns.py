@@ -41,6 +41,12 @@ class ColumnTypeError(ValueError):
     """A column's type in the table does not match the kind its config declares."""
 
 
+class ColumnValueError(ValueError):
+    """A column's values cannot be encoded as its kind. The message names the column, its kind
+    and the error's type only: the underlying error's text may quote a record's value, so it is
+    dropped (``raise ... from None``), also from the tracebacks that Spark's task logs print."""
+
+
 @dataclass(frozen=True)
 class ColumnCodec:
     """One released column: its kind, output type, and encoded bounds.
@@ -69,7 +75,20 @@ class ColumnCodec:
     fallback: int | None = None
 
     def encode(self, array: pa.Array | pa.ChunkedArray) -> np.ndarray:
-        """The column's values in encoded units (float64; NaN for null, NaN or out of domain)."""
+        """The column's values in encoded units (float64; NaN for null, NaN or out of domain).
+
+        Raises:
+            ColumnValueError: a value cannot be encoded (no value in the message).
+        """
+        try:
+            return self._encode(array)
+        except Exception as exc:  # any library's message may quote a value
+            raise ColumnValueError(
+                f"column {self.name!r} ({self.kind}, table type {array.type}): its values cannot "
+                f"be encoded ({type(exc).__name__}); nothing was released"
+            ) from None
+
+    def _encode(self, array: pa.Array | pa.ChunkedArray) -> np.ndarray:
         if self.kind == "categorical":
             domain = pa.array(list(self.values), type=array.type)
             codes = pc.index_in(array, value_set=domain)
@@ -82,8 +101,9 @@ class ColumnCodec:
             array = pc.cast(array, pa.int8())
         elif self.kind == "date":
             array = pc.cast(pc.cast(array, pa.date32()), pa.int32())
-        elif self.kind == "timestamp":
-            array = pc.divide(pc.cast(pc.cast(array, pa.timestamp("us")), pa.int64()), 1e6)
+        elif self.kind == "timestamp":  # sub-microsecond digits truncated: a per-value map
+            micros = pc.cast(array, pa.timestamp("us"), safe=False)
+            array = pc.divide(pc.cast(micros, pa.int64()), 1e6)
         elif pa.types.is_decimal(array.type):
             array = pc.cast(array, pa.float64())
         values = array.to_numpy(zero_copy_only=False)

@@ -8,6 +8,7 @@ or task retries.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +18,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
 from dpsmooth_spark.core.bounds import PublicBounds, scale_to_unit
-from dpsmooth_spark.core.columns import TableCodec, numeric_codec
+from dpsmooth_spark.core.columns import ColumnValueError, TableCodec, numeric_codec
 from dpsmooth_spark.core.kernel import ExactSums, PassSpec, partial_sums, valid_rows
 from dpsmooth_spark.core.quantile_grid import QuantileGrid
 from dpsmooth_spark.spark.io import quote
@@ -39,6 +40,22 @@ copy (not one per group: 64 copies exhaust a 1 GiB driver heap at 1,000 columns)
 _ROW_BATCH = 8
 """Chunks per Arrow batch a task yields (8 MiB)."""
 _COUNTERS = ("rows_seen", "rows_invalid", "rows_clamped", "rows_null")
+
+
+_VALUE_ERROR = re.compile(rf"{ColumnValueError.__name__}: (column '.*?'[^\n]*)")
+
+
+def _run(action: Callable[[], Any]) -> Any:
+    """A Spark action of the data pass; a task that failed to encode a column surfaces as the
+    :class:`ColumnValueError` it raised (column, kind, error type), not as Spark's wrapper with
+    the task's traceback."""
+    try:
+        return action()
+    except Exception as exc:
+        found = _VALUE_ERROR.search(str(exc))
+        if found is None:
+            raise
+        raise ColumnValueError(found.group(1)) from None
 
 
 def as_codec(columns: PublicBounds | TableCodec) -> TableCodec:
@@ -179,7 +196,7 @@ def _merge_results(results: DataFrame, d: int, spec: PassSpec) -> ExactSums:
     )
     if total > CHUNK_VALUES:
         merged = merged.groupBy("chunk").applyInArrow(_sum_chunks, RESULT_SCHEMA)
-    rows = _sum_chunks(merged.toArrow())
+    rows = _sum_chunks(_run(merged.toArrow))
     if not rows.num_rows:
         return _zero(d, spec)
     values = np.concatenate(
@@ -295,7 +312,7 @@ def statistic_sums(
         )
 
     schema = "sums binary, seen long, invalid long, clamped long"
-    result = df.selectExpr(*[quote(c) for c in codec.names]).mapInArrow(run, schema).collect()
+    result = _run(df.selectExpr(*[quote(c) for c in codec.names]).mapInArrow(run, schema).collect)
     parts = [np.frombuffer(r["sums"], dtype=np.float64) for r in result if r["sums"]]
     return StatisticSums(
         np.sum(parts, axis=0) if parts else np.zeros(0),
@@ -408,7 +425,7 @@ def grid_counts(
         yield pa.RecordBatch.from_pydict({"counts": [np.concatenate(totals, axis=None).tobytes()]})
 
     selected = df.selectExpr(*[quote(c.name) for c in columns])
-    rows = selected.mapInArrow(run, "counts binary").collect()
+    rows = _run(selected.mapInArrow(run, "counts binary").collect)
     summed = np.zeros(2 * sum(cells), dtype=np.int64)
     for r in rows:
         summed += np.frombuffer(r["counts"], dtype=np.int64)
