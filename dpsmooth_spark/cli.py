@@ -82,7 +82,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the process exit code (2 for bad config, input or query)."""
     args = _parser().parse_args(argv)
     from dpsmooth_spark.pipeline.row_checks import InvalidDataError
-    from dpsmooth_spark.privacy.ledger import BudgetExceededError, BudgetLedger, LedgerConflictError
+    from dpsmooth_spark.privacy.ledger import (
+        BudgetExceededError,
+        BudgetLedger,
+        LedgerConflictError,
+        ReleaseRefusedError,
+    )
     from dpsmooth_spark.spark.io import InputError, OutputExistsError
 
     refusals = (
@@ -92,6 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         OutputExistsError,
         BudgetExceededError,
         LedgerConflictError,
+        ReleaseRefusedError,
         ValueError,
         OSError,
     )

@@ -364,8 +364,9 @@ class PrivacyConfig(_Strict):
         default=None,
         ge=1,
         description=(
-            "With unit: the pass keeps at most this many rows of each unit (a uniform random "
-            "choice per unit) and every sensitivity is multiplied by it."
+            "With unit: the pass keeps at most this many rows of each unit (chosen by a seeded "
+            "hash of each row, so a unit's choice depends on its own rows alone) and every "
+            "sensitivity is multiplied by it."
         ),
     )
 

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from dpsmooth_spark.core.bounds import PublicBounds
 from dpsmooth_spark.core.kernel import ExactSums, tensor_products
 from dpsmooth_spark.core.lp import solve_l1_fit
-from dpsmooth_spark.mechanisms.stages import release_basis_sums
+from dpsmooth_spark.mechanisms.stages import PlanError, release_basis_sums
 from dpsmooth_spark.privacy.accountant import PrivacyAccountant
 from dpsmooth_spark.privacy.noise import NoiseSource
 
@@ -128,7 +128,7 @@ def plan_grid(noisy_count: float, d: int, params: GridParams, delta: float) -> G
         params.rows or base.rows,
     )
     if plan.lp_entries(d) > params.max_lp_entries:
-        raise ValueError(
+        raise PlanError(
             f"Algorithm 3 needs an LP with t^d = {plan.degree}^{d} rows and N^d = "
             f"{plan.grid_points}^{d} columns ({plan.lp_entries(d):,} entries > "
             f"grid.max_lp_entries = "

@@ -15,6 +15,11 @@ from dpsmooth_spark.privacy.accountant import PrivacyAccountant
 from dpsmooth_spark.privacy.noise import NoiseSource
 
 
+class PlanError(ValueError):
+    """A plan the release cannot carry out; its message names public values and the noisy count
+    only, so a refused release's ledger record keeps it."""
+
+
 def add_noise(
     values: np.ndarray, scale: float, accountant: PrivacyAccountant, noise: NoiseSource
 ) -> np.ndarray:

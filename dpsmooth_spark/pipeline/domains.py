@@ -10,6 +10,7 @@ goes on with the found domains as if they had been declared (:func:`resolved_col
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -112,6 +113,20 @@ def provisional_codec(
         ColumnTypeError: a declaration that does not fit the table (names the column).
     """
     return table_codec(provisional_columns(columns, schema, csv), schema, csv)
+
+
+def checking_codec(provisional: TableCodec, columns: list[ColumnConfig]) -> TableCodec:
+    """The codec the row checks read before the domains' noise: the provisional one, with every
+    value of an auto-values column valid (its stand-in ``other`` takes the values outside it, as
+    the found domain's will), so invalid rows and clamping are judged against the declared
+    ranges and domains alone (docs/privacy.md section 1c)."""
+    auto = {c.name for c in columns if c.auto_values}
+    return dataclasses.replace(
+        provisional,
+        columns=tuple(
+            dataclasses.replace(c, fallback=0) if c.name in auto else c for c in provisional.columns
+        ),
+    )
 
 
 def find_domains(

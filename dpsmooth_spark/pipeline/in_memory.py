@@ -18,8 +18,8 @@ import pyarrow as pa
 
 from dpsmooth_spark.config import ColumnConfig, PrivacyConfig, check_synthesis
 from dpsmooth_spark.core.columns import ColumnTypeError, TableCodec
-from dpsmooth_spark.core.contributions import bounded_rows
-from dpsmooth_spark.core.kernel import partial_sums
+from dpsmooth_spark.core.contributions import bounded_rows, row_keys
+from dpsmooth_spark.core.kernel import PassSpec, partial_sums
 from dpsmooth_spark.mechanisms.public_domains import PublicDomains
 from dpsmooth_spark.mechanisms.synthesizer import (
     SynthesisResult,
@@ -30,6 +30,7 @@ from dpsmooth_spark.mechanisms.synthesizer import (
     sample_table,
 )
 from dpsmooth_spark.pipeline.domains import (
+    checking_codec,
     find_domains,
     has_auto,
     provisional_codec,
@@ -96,12 +97,15 @@ class Synthesizer:
         provisional = provisional_codec(self.columns, data.schema)
         rng = np.random.default_rng(self.random_state)
         if self.privacy.unit is not None:
-            data = _bounded(data, self.privacy.unit, self.privacy.unit_rows, rng)
+            data = _bounded(data, self.privacy.unit, self.privacy.unit_rows, rng, provisional.names)
         accountant = release_accountant(self.privacy, self.columns)
         noise = NoiseSource(rng if self.random_state is not None else None)
         codec: TableCodec = provisional
         found: PublicDomains | None = None
-        if has_auto(self.columns):  # found before any other statistic, as in the Spark job
+        auto = has_auto(self.columns)
+        if auto:  # the row checks before the domains' noise, as in the Spark job
+            _check_rows(checking_codec(provisional, self.columns), data, self.on_invalid)
+            # found before any other statistic, as in the Spark job
             found = find_domains(
                 lambda grids: {
                     name: grid.counts(provisional.column(name).encode(data.column(name)))
@@ -122,9 +126,8 @@ class Synthesizer:
         )
         encoded = codec.encode_with_nulls(data)
         sums = partial_sums([encoded], bounds.lower, bounds.upper, spec)
-        check_rows(  # a refusal publishes nothing, so the domains' noise was never released
-            sums.rows_seen, sums.rows_invalid, sums.rows_clamped, sums.count, self.on_invalid
-        )
+        if not auto:
+            check_rows(sums.rows_seen, sums.rows_invalid, sums.rows_clamped, self.on_invalid)
         self.accountant_, self.domains_ = accountant, found
         self.result_: SynthesisResult = fit_from_sums(
             sums,
@@ -151,6 +154,18 @@ class Synthesizer:
         return data.to_pandas() if self.pandas_ else data
 
 
+def _check_rows(codec: TableCodec, data: pa.Table, on_invalid: str) -> None:
+    """:func:`check_rows` on ``data`` read through ``codec``."""
+    bounds = codec.bounds()
+    sums = partial_sums(
+        [codec.encode_with_nulls(data)],
+        bounds.lower,
+        bounds.upper,
+        PassSpec(1, null_cells=bool(codec.null_columns.any())),
+    )
+    check_rows(sums.rows_seen, sums.rows_invalid, sums.rows_clamped, on_invalid)
+
+
 def _value_counts(column: pa.ChunkedArray) -> dict[Any, int]:
     """Every non-null value of ``column`` with its count."""
     counts = column.drop_null().value_counts()
@@ -159,8 +174,11 @@ def _value_counts(column: pa.ChunkedArray) -> dict[Any, int]:
     )
 
 
-def _bounded(data: pa.Table, unit: str, rows: int, rng: np.random.Generator) -> pa.Table:
-    """At most ``rows`` rows of each ``unit`` (:func:`core.contributions.bounded_rows`)."""
+def _bounded(
+    data: pa.Table, unit: str, rows: int, rng: np.random.Generator, names: list[str]
+) -> pa.Table:
+    """At most ``rows`` rows of each ``unit`` (:func:`core.contributions.bounded_rows`), ordered
+    by the seeded hash of the unit and the released columns ``names``."""
     if unit not in data.column_names:
         raise ColumnTypeError(f"privacy unit column {unit!r} not found in the table")
     units = data.column(unit)
@@ -169,5 +187,7 @@ def _bounded(data: pa.Table, unit: str, rows: int, rng: np.random.Generator) -> 
             f"privacy unit column {unit!r} has nulls: every row must name its unit; nothing was "
             "released"
         )
-    keep = bounded_rows(units.to_numpy(zero_copy_only=False), rows, rng)
+    seed = int(rng.integers(2**31))
+    keys = row_keys(data.select([unit, *(n for n in names if n in data.column_names)]), seed)
+    keep = bounded_rows(units.to_numpy(zero_copy_only=False), keys, rows)
     return data.take(pa.array(keep))

@@ -11,7 +11,8 @@ import hashlib
 import json
 import platform
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.metadata import version
@@ -22,21 +23,45 @@ import numpy as np
 import pyarrow as pa
 
 from dpsmooth_spark import __version__
-from dpsmooth_spark.config import ReleaseConfig
+from dpsmooth_spark.config import ConfigError, ReleaseConfig
 from dpsmooth_spark.core.bounds import PublicBounds
-from dpsmooth_spark.core.columns import ColumnTypeError, TableCodec
+from dpsmooth_spark.core.columns import ColumnTypeError, ColumnValueError, TableCodec
 from dpsmooth_spark.core.kernel import ExactSums, PassSpec
+from dpsmooth_spark.core.lp import LPError
 from dpsmooth_spark.mechanisms.public_domains import PublicDomains
+from dpsmooth_spark.mechanisms.stages import PlanError
 from dpsmooth_spark.pipeline import domains
 from dpsmooth_spark.pipeline.progress import StageLog
-from dpsmooth_spark.pipeline.row_checks import check_rows
+from dpsmooth_spark.pipeline.row_checks import InvalidDataError, check_rows
 from dpsmooth_spark.privacy.accountant import PrivacyAccountant
-from dpsmooth_spark.privacy.ledger import BudgetLedger, LedgerConflictError, LedgerEntry
+from dpsmooth_spark.privacy.ledger import (
+    BudgetExceededError,
+    BudgetLedger,
+    LedgerConflictError,
+    LedgerEntry,
+    ReleaseRefusedError,
+)
 from dpsmooth_spark.privacy.noise import NoiseSource
-from dpsmooth_spark.spark import data_pass, io, locations, session
+from dpsmooth_spark.spark import data_pass, io, lake, locations, session
 from dpsmooth_spark.spark.data_pass import StatisticSums
 
 VERSIONED_PACKAGES = ("pyspark", "numpy", "scipy", "pyarrow", "ortools", "opendp")
+STATED_ERRORS: tuple[type[BaseException], ...] = (
+    ConfigError,
+    ColumnTypeError,
+    ColumnValueError,
+    InvalidDataError,
+    io.InputError,
+    lake.LakeError,
+    LPError,
+    PlanError,
+    ReleaseRefusedError,
+    BudgetExceededError,
+    LedgerConflictError,
+)
+"""Errors whose message a refusal's ledger record keeps: the project's own, which name columns,
+rules and public or noisy values only. Of any other error (Spark's, Python's) the record keeps
+the type alone, since such a message may quote a record."""
 
 
 @dataclass(frozen=True)
@@ -70,8 +95,10 @@ class ReleaseRun:
         noise: the privacy noise source.
         unit_seed: the seed of the rows kept per privacy unit, drawn at the first pass (public).
         domains: the auto bounds and values found (or reused on a retry), if any column is auto.
-        domain_accountant: the account the domains were charged to, which the release's
-            statistics go on spending (:meth:`new_accountant`).
+        accountant: the release's account (:meth:`new_accountant`): the auto domains are charged
+            to it first, and the statistics go on spending it.
+        rows_checked: the row checks ran before any noise (with auto domains: against the
+            declared ranges), so the passes after the noise make none.
     """
 
     config: ReleaseConfig
@@ -87,13 +114,22 @@ class ReleaseRun:
     noise: NoiseSource
     unit_seed: int | None = None
     domains: PublicDomains | None = None
-    domain_accountant: PrivacyAccountant | None = None
+    accountant: PrivacyAccountant | None = None
+    rows_checked: bool = False
 
     @classmethod
-    def start(cls, config: ReleaseConfig, mechanism: str, quiet: bool = False) -> ReleaseRun:
+    def start(
+        cls,
+        config: ReleaseConfig,
+        mechanism: str,
+        quiet: bool = False,
+        check: Callable[[TableCodec], None] | None = None,
+    ) -> ReleaseRun:
         """Refuse an output that overlaps the input, read the input's schema into the column
-        codec, open the ledger, recognise a retry, and check the output path, all before any
-        work."""
+        codec, run the job's own config checks (``check``, on the codec with auto domains stood
+        in), open the ledger, recognise a retry (and repeat a refused one's refusal), and check
+        the output path, all before any noise; then find the auto domains, if any, inside
+        :meth:`charged`."""
         locations.check_no_overlap(config)
         snapshot = io.input_snapshot(config.input)  # one Delta/Iceberg snapshot for the whole job
         schema = input_schema(config, snapshot)
@@ -104,10 +140,17 @@ class ReleaseRun:
             codec = domains.provisional_codec(config.columns, schema, csv)
         except ColumnTypeError as exc:
             raise io.InputError(f"{exc}; nothing was released") from None
+        if check is not None:
+            check(codec)
         release_id = config.release_id or uuid.uuid4().hex
         ledger = BudgetLedger(config.ledger_path)
         previous = ledger.find(release_id)
         _check_retry(config, mechanism, previous)
+        if previous is not None and previous.refusal is not None:
+            raise ReleaseRefusedError(
+                f"release id {release_id!r} was refused after its noise was drawn "
+                f"({previous.refusal}); its spend is in the ledger: use a new release id"
+            )
         if config.output.format == "parquet":
             io.check_output_path(config.output.path, config.output.mode, release_id)
         elif config.output.format == "table":
@@ -137,12 +180,45 @@ class ReleaseRun:
                 "no new budget"
             )
         if domains.has_auto(config.columns):
-            run._resolve_domains(schema)
+            with run.charged():
+                run._resolve_domains(schema)
         return run
+
+    @contextmanager
+    def charged(self) -> Iterator[ReleaseRun]:
+        """A job's work from its first noise draw on: an error that leaves it after any draw is
+        first recorded in the ledger as a refused release that spent the whole ``(epsilon,
+        delta)`` (the stages drawn in its accounting), unless the release's statistics are
+        already there; a retry with the same release id then repeats the refusal and draws
+        nothing (docs/privacy.md section 2)."""
+        try:
+            yield self
+        except BaseException as exc:
+            if self.noise.draws and self.ledger.find(self.release_id) is None:
+                self._record_refusal(exc)
+            raise
+
+    def _record_refusal(self, exc: BaseException) -> None:
+        """Record a refused release's spend (see :meth:`charged`) and say so on the console."""
+        reason = (
+            f"{type(exc).__name__}: {exc}"
+            if isinstance(exc, STATED_ERRORS)
+            else f"{type(exc).__name__} (its message is not kept: it may quote a record)"
+        )
+        statistics: dict[str, Any] = {"columns": self.config.column_names, "refused": reason}
+        self.persist(self.new_accountant(), statistics, refused=True)
+        privacy = self.config.privacy
+        self.log.warning(
+            f"release {self.release_id} failed after its first noise draw: epsilon "
+            f"{privacy.epsilon}, delta {privacy.delta} are recorded as spent in the ledger "
+            f"{self.config.ledger_path}"
+        )
 
     def _resolve_domains(self, schema: pa.Schema) -> None:
         """Find the auto bounds and values (or reuse a retry's), then type the columns with them;
-        the found domains are public from here on, like declared ones."""
+        the found domains are public from here on, like declared ones. A new release first makes
+        the row checks against the declared ranges (every value of an auto-values column
+        valid), so no check on the exact rows follows the domains' noise."""
         config = self.config
         if self.previous is not None:
             stored = self.previous.statistics.get("public_domains")
@@ -162,6 +238,11 @@ class ReleaseRun:
             accountant = self.new_accountant()
             with self.log.stage("spark session"):
                 spark = self.spark()
+            with self.log.stage("row checks"):
+                checking = domains.checking_codec(self.codec, config.columns)
+                spec = PassSpec(1, null_cells=bool(checking.null_columns.any()))
+                _check_rows(config, data_pass.exact_sums(self._input(spark), checking, spec))
+                self.rows_checked = True
             with self.log.stage("public domains"):
                 df = self._input(spark)
                 self.domains = domains.find_domains(
@@ -173,27 +254,21 @@ class ReleaseRun:
                     self.noise,
                     config.privacy.domain_fraction,
                 )
-            self.domain_accountant = accountant
         try:
             self.codec = domains.resolved_codec(
                 config.columns, self.codec, self.domains, schema, config.input.format == "csv"
             )
-        except ColumnTypeError as exc:
-            if self.previous is None:  # what the selection spent is on record
-                self.persist(
-                    self.new_accountant(),
-                    {"columns": config.column_names, "public_domains": self.domains.to_dict()},
-                )
+        except ColumnTypeError as exc:  # charged by :meth:`charged`
             raise io.InputError(f"{exc}; nothing was released") from None
         self.bounds = self.codec.bounds()
 
     def new_accountant(self) -> PrivacyAccountant:
         """The accountant of this release's budget (sensitivities times the rows one privacy
-        unit may contribute): the one the auto domains were charged to, or a fresh one. A part
-        of delta is set aside for partition selection when a column has ``values: auto``."""
-        if self.domain_accountant is not None:
-            return self.domain_accountant
-        return domains.release_accountant(self.config.privacy, self.config.columns)
+        unit may contribute), made on first use: the auto domains are charged to it first. A
+        part of delta is set aside for partition selection when a column has ``values: auto``."""
+        if self.accountant is None:
+            self.accountant = domains.release_accountant(self.config.privacy, self.config.columns)
+        return self.accountant
 
     def reused_accountant(self) -> PrivacyAccountant:
         """The account of the persisted statistics (retries only)."""
@@ -207,7 +282,8 @@ class ReleaseRun:
             config.table_id, config.privacy.epsilon, config.privacy.delta, config.lifetime_budget
         )
         sums = self.data_pass(spec)
-        _check_rows(config, sums)
+        if not self.rows_checked:
+            _check_rows(config, sums)
         return sums
 
     def spark(self) -> Any:
@@ -234,7 +310,8 @@ class ReleaseRun:
             config.table_id, config.privacy.epsilon, config.privacy.delta, config.lifetime_budget
         )
         sums = self._summed(sums_of, name, "original")
-        _check_rows(config, sums)
+        if not self.rows_checked:
+            _check_rows(config, sums)
         return sums
 
     def _summed(
@@ -294,9 +371,12 @@ class ReleaseRun:
             pass  # not readable as Parquet here: the DataFrame path reports it
         return None
 
-    def persist(self, accountant: PrivacyAccountant, statistics: dict[str, Any]) -> None:
+    def persist(
+        self, accountant: PrivacyAccountant, statistics: dict[str, Any], refused: bool = False
+    ) -> None:
         """Record the DP statistics (with the found domains) in the ledger before anything
-        downstream reads them."""
+        downstream reads them. A ``refused`` release's record skips the lifetime check: its
+        noise is drawn, so its spend goes on record even where the budget is now exceeded."""
         config = self.config
         if self.domains is not None:
             statistics = {**statistics, "public_domains": self.domains.to_dict()}
@@ -308,7 +388,7 @@ class ReleaseRun:
             config.privacy.delta,
             accountant.to_dict(),
             statistics,
-            config.lifetime_budget,
+            None if refused else config.lifetime_budget,
         )
 
     def manifest(
@@ -439,7 +519,6 @@ def _check_rows(config: ReleaseConfig, sums: ExactSums | StatisticSums) -> None:
         sums.rows_seen,
         sums.rows_invalid,
         sums.rows_clamped,
-        sums.count,
         config.input.on_invalid,
         config.input.max_clamped_fraction,
     )

@@ -52,25 +52,26 @@ def run_release_distances(config: ReleaseConfig, quiet: bool = False) -> Release
     run = ReleaseRun.start(config, MECHANISM, quiet)
     bounds = run.bounds
     if run.previous is None:
-        seed = (
-            params.embedding_seed
-            if params.embedding_seed is not None
-            else int(run.rng.integers(2**62))
-        )
-        embedding = Embedding.build(params, bounds, queries, np.random.default_rng(seed))
-        grid = statistics_grid(params)
-        stats = run.statistic_pass(lambda x: grid_statistics(embedding(x), grid).ravel())
-        accountant = run.new_accountant()
-        with run.log.stage("sparse vector and tangents"):
-            release = release_distances(
-                stats.values.reshape(embedding.dim, grid.size, STAT_FIELDS),
-                stats.count,
-                embedding,
-                params,
-                accountant,
-                run.noise,
+        with run.charged():
+            seed = (
+                params.embedding_seed
+                if params.embedding_seed is not None
+                else int(run.rng.integers(2**62))
             )
-        run.persist(accountant, {"columns": config.column_names, "release": release.to_dict()})
+            embedding = Embedding.build(params, bounds, queries, np.random.default_rng(seed))
+            grid = statistics_grid(params)
+            stats = run.statistic_pass(lambda x: grid_statistics(embedding(x), grid).ravel())
+            accountant = run.new_accountant()
+            with run.log.stage("sparse vector and tangents"):
+                release = release_distances(
+                    stats.values.reshape(embedding.dim, grid.size, STAT_FIELDS),
+                    stats.count,
+                    embedding,
+                    params,
+                    accountant,
+                    run.noise,
+                )
+            run.persist(accountant, {"columns": config.column_names, "release": release.to_dict()})
     else:
         release = DistanceRelease.from_dict(run.previous.statistics["release"])
         accountant = run.reused_accountant()

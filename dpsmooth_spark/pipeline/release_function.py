@@ -36,39 +36,43 @@ def run_release_function(config: ReleaseConfig, quiet: bool = False) -> ReleaseR
     lower, upper = bounds.lower[index], bounds.upper[index]
     points = lattice_points(params.k, lower, upper)  # refuses a huge lattice before any pass
     if run.previous is None:
-        if params.function == "kde":
-            widths = kde_bandwidths(params, lower, upper)
-            sums = run.statistic_pass(lambda x: kde_sums(x[:, index], points, widths))
-            accountant = run.new_accountant()
-            with run.log.stage("noise"):
-                release = release_kde(
-                    sums.values, sums.count, params, axes, lower, upper, accountant, run.noise
+        with run.charged():
+            if params.function == "kde":
+                widths = kde_bandwidths(params, lower, upper)
+                sums = run.statistic_pass(lambda x: kde_sums(x[:, index], points, widths))
+                accountant = run.new_accountant()
+                with run.log.stage("noise"):
+                    release = release_kde(
+                        sums.values, sums.count, params, axes, lower, upper, accountant, run.noise
+                    )
+            else:
+                assert params.label is not None  # the config validator requires it
+                # the pass's row counters suffice
+                counted = run.statistic_pass(lambda x: np.zeros(0))
+                accountant = run.new_accountant()
+                noisy_count = release_count(
+                    counted.count, params.count_fraction, accountant, run.noise
                 )
-        else:
-            assert params.label is not None  # the config validator requires it
-            counted = run.statistic_pass(lambda x: np.zeros(0))  # the pass's row counters suffice
-            accountant = run.new_accountant()
-            noisy_count = release_count(counted.count, params.count_fraction, accountant, run.noise)
-            rate = sample_rate(params, noisy_count)
-            with run.log.stage("oracle sample"):
-                rows = run.sample_rows(rate)
-            label = config.column_names.index(params.label)
-            middle = 0.5 * (bounds.lower[label] + bounds.upper[label])
-            labels = np.where(rows[:, label] >= middle, 1.0, -1.0)
-            with run.log.stage(f"train {params.function} and noise"):
-                release = release_erm(
-                    rows[:, index],
-                    labels,
-                    noisy_count,
-                    rate,
-                    params,
-                    axes,
-                    lower,
-                    upper,
-                    accountant,
-                    run.noise,
-                )
-        run.persist(accountant, {"columns": config.column_names, "release": release.to_dict()})
+                rate = sample_rate(params, noisy_count)
+                with run.log.stage("oracle sample"):
+                    rows = run.sample_rows(rate)
+                label = config.column_names.index(params.label)
+                middle = 0.5 * (bounds.lower[label] + bounds.upper[label])
+                labels = np.where(rows[:, label] >= middle, 1.0, -1.0)
+                with run.log.stage(f"train {params.function} and noise"):
+                    release = release_erm(
+                        rows[:, index],
+                        labels,
+                        noisy_count,
+                        rate,
+                        params,
+                        axes,
+                        lower,
+                        upper,
+                        accountant,
+                        run.noise,
+                    )
+            run.persist(accountant, {"columns": config.column_names, "release": release.to_dict()})
     else:
         release = BernsteinRelease.from_dict(run.previous.statistics["release"])
         accountant = run.reused_accountant()

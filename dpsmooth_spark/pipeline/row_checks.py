@@ -1,7 +1,9 @@
-"""The checks every release makes on the exact row counts of its data pass, before any noise.
+"""The checks every release makes on the exact row counts of a data pass, before any noise.
 
-They are operator-facing (the counts are exact, never released): a failure releases nothing
-(docs/privacy.md section 2). Spark-free, so the in-memory synthesizer makes the same checks.
+They are operator-facing and release nothing (docs/privacy.md section 2): a failure writes no
+file, and its message names the rule that failed, never a count, so a job's error says no more
+than that the table breaks a configured rule. Spark-free, so the in-memory synthesizer makes the
+same checks.
 """
 
 from __future__ import annotations
@@ -15,28 +17,32 @@ def check_rows(
     seen: int,
     invalid: int,
     clamped: int,
-    kept: int,
     on_invalid: str = "error",
     max_clamped_fraction: float = 0.5,
 ) -> None:
     """Refuse an empty table, invalid rows under ``on_invalid: error``, a table left empty by
-    dropping them, and more than ``max_clamped_fraction`` of the rows outside the bounds."""
+    dropping them, and more than ``max_clamped_fraction`` of the kept rows outside the bounds.
+
+    ``clamped`` counts kept rows (a row with a null in a nullable column included) with a value
+    outside its bounds; the kept rows are ``seen - invalid``.
+    """
     if seen == 0:
         raise InvalidDataError("the input table has no rows; nothing was released")
     if invalid and on_invalid == "error":
         raise InvalidDataError(
-            f"{invalid} row(s) have a null, NaN, infinite or non-numeric value in a selected "
-            "column, or a value outside its declared domain (categorical values); a column may "
-            "hold nulls when declared nullable: true; fix the data or set input.on_invalid: "
-            "drop. Nothing was released."
+            "some rows have a null, NaN, infinite or non-numeric value in a selected column, or "
+            "a value outside its declared domain (categorical values); a column may hold nulls "
+            "when declared nullable: true; fix the data or set input.on_invalid: drop. Nothing "
+            "was released."
         )
+    kept = seen - invalid
     if kept == 0:
         raise InvalidDataError(
             "no valid rows remain after dropping invalid ones; nothing was released"
         )
     if clamped > max_clamped_fraction * kept:
         raise InvalidDataError(
-            f"{clamped} of {kept} rows lie outside the public bounds (more than "
-            f"input.max_clamped_fraction = {max_clamped_fraction}); the bounds are probably "
-            "wrong. Nothing was released."
+            "more than input.max_clamped_fraction "
+            f"({max_clamped_fraction}) of the rows lie outside the public bounds; the bounds are "
+            "probably wrong. Nothing was released."
         )

@@ -23,11 +23,12 @@ def run_summarize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
     )  # refuses huge t^d early
     run = ReleaseRun.start(config, MECHANISM, quiet)
     if run.previous is None:
-        sums = run.exact_sums(PassSpec(degree=1, tensor_degree=t_pass))
-        accountant = run.new_accountant()
-        with run.log.stage("noise"):
-            summary = release_tensor_summary(sums, run.bounds, params, accountant, run.noise)
-            run.persist(accountant, summary.to_dict())
+        with run.charged():
+            sums = run.exact_sums(PassSpec(degree=1, tensor_degree=t_pass))
+            accountant = run.new_accountant()
+            with run.log.stage("noise"):
+                summary = release_tensor_summary(sums, run.bounds, params, accountant, run.noise)
+                run.persist(accountant, summary.to_dict())
     else:
         summary = SmoothSummary.from_dict(run.previous.statistics)
         accountant = run.reused_accountant()

@@ -12,6 +12,7 @@ from dataclasses import replace
 import pyarrow as pa
 
 from dpsmooth_spark.config import ReleaseConfig
+from dpsmooth_spark.core.columns import TableCodec
 from dpsmooth_spark.core.sampling import herds
 from dpsmooth_spark.evaluation.metrics import distinct_rows
 from dpsmooth_spark.mechanisms.synthesizer import (
@@ -22,6 +23,7 @@ from dpsmooth_spark.mechanisms.synthesizer import (
     release_summary,
     sample_table,
 )
+from dpsmooth_spark.mechanisms.synthesizer.plan import check_fractions
 from dpsmooth_spark.mechanisms.synthesizer.summary import modelled_pairs
 from dpsmooth_spark.pipeline.release import ReleaseReport, ReleaseRun
 from dpsmooth_spark.pipeline.row_checks import InvalidDataError
@@ -36,31 +38,32 @@ __all__ = ["MECHANISM", "InvalidDataError", "ReleaseReport", "run_synthesize"]
 
 def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
     """Run a full release described by ``config``; see ``docs/privacy.md`` for the guarantee."""
-    run = ReleaseRun.start(config, MECHANISM, quiet)
     params = config.mechanism
+    run = ReleaseRun.start(config, MECHANISM, quiet, lambda codec: _check_plan(params, codec))
     nullable = run.codec.null_columns
     if run.previous is None:
-        sums = run.exact_sums(
-            replace(
-                params.pass_spec(run.bounds.d, run.codec.lattice(), run.codec.nominal()),
-                null_cells=bool(nullable.any()),
+        with run.charged():
+            sums = run.exact_sums(
+                replace(
+                    params.pass_spec(run.bounds.d, run.codec.lattice(), run.codec.nominal()),
+                    null_cells=bool(nullable.any()),
+                )
             )
-        )
-        accountant = run.new_accountant()
-        with run.log.stage("noise and private PCA"):
-            summary = release_summary(
-                sums,
-                run.bounds,
-                params,
-                accountant,
-                run.noise,
-                run.rng,
-                nullable,
-                run.codec.lattice(),
-                run.codec.nominal(),
-                run.rows_pass,
-            )
-            run.persist(accountant, summary.to_dict())
+            accountant = run.new_accountant()
+            with run.log.stage("noise and private PCA"):
+                summary = release_summary(
+                    sums,
+                    run.bounds,
+                    params,
+                    accountant,
+                    run.noise,
+                    run.rng,
+                    nullable,
+                    run.codec.lattice(),
+                    run.codec.nominal(),
+                    run.rows_pass,
+                )
+                run.persist(accountant, summary.to_dict())
     else:
         summary = NoisySummary.from_dict(run.previous.statistics)
         if summary.levels is None:  # a summary persisted without its levels
@@ -165,6 +168,13 @@ def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
     }
     manifest = run.manifest(accountant, mechanism, output, result.timings)
     return run.write(data, {"summary.json": summary.to_dict()}, manifest)
+
+
+def _check_plan(params: SynthesizerParams, codec: TableCodec) -> None:
+    """The plan's refusals that the config alone decides (:func:`check_fractions`), before any
+    noise; ``codec`` has the auto domains stood in, which keeps each column's kind."""
+    spec = params.pass_spec(len(codec.columns), codec.lattice(), codec.nominal())
+    check_fractions(params, spec.tables is not None and spec.tables.size > 0)
 
 
 def _low_rank_pairs(

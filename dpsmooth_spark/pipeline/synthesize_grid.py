@@ -28,39 +28,26 @@ def run_synthesize_grid(config: ReleaseConfig, quiet: bool = False) -> ReleaseRe
     params = config.grid
     run = ReleaseRun.start(config, MECHANISM, quiet)
     if run.previous is None:
-        accountant = run.new_accountant()
-        counted = run.exact_sums(PassSpec(degree=1))
-        noisy_count = release_count(counted.count, params.count_fraction, accountant, run.noise)
-        try:
+        with run.charged():
+            accountant = run.new_accountant()
+            counted = run.exact_sums(PassSpec(degree=1))
+            noisy_count = release_count(counted.count, params.count_fraction, accountant, run.noise)
+            # a refusal here depends on the noisy count: charged() records the spend first
             plan = plan_grid(noisy_count, run.bounds.d, params, config.privacy.delta)
-        except ValueError:
-            # the refusal depends on the noisy count: record the spend before saying anything
-            run.persist(
-                accountant,
-                {
-                    "columns": config.column_names,
-                    "refused": "LP too large",
-                    "noisy_count": noisy_count,
-                },
-            )
-            raise
-        sums = run.data_pass(PassSpec(1, plan.degree, plan.grid_points), "data pass on the grid")
-        with run.log.stage("noise"):
-            release = release_grid(
-                sums,
-                run.bounds,
-                plan,
-                noisy_count,
-                accountant.share(1.0 - params.count_fraction),
-                accountant,
-                run.noise,
-            )
-            run.persist(accountant, release.to_dict())
+            spec = PassSpec(1, plan.degree, plan.grid_points)
+            sums = run.data_pass(spec, "data pass on the grid")
+            with run.log.stage("noise"):
+                release = release_grid(
+                    sums,
+                    run.bounds,
+                    plan,
+                    noisy_count,
+                    accountant.share(1.0 - params.count_fraction),
+                    accountant,
+                    run.noise,
+                )
+                run.persist(accountant, release.to_dict())
     else:
-        if "targets" not in run.previous.statistics:
-            raise ValueError(
-                f"release {run.release_id} was refused (LP too large); use a new release id"
-            )
         release = GridRelease.from_dict(run.previous.statistics)
         accountant = run.reused_accountant()
     plan = release.plan

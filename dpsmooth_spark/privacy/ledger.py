@@ -8,6 +8,10 @@ A SQLite file (path from the config). Each row is one release, keyed by its rele
   instead of drawing fresh noise.
 * ``complete`` - the release folder was written; the row records its path and content hashes.
 
+A release that fails after its first noise draw is recorded as spent with ``status =
+statistics`` and a ``refused`` reason among its statistics (:attr:`LedgerEntry.refusal`); a retry
+with its release id repeats the refusal instead of drawing again.
+
 Releases of one table compose by basic composition: the ledger sums epsilon and delta.
 """
 
@@ -47,6 +51,11 @@ class LedgerConflictError(RuntimeError):
     """A release id is reused for a different table or mechanism."""
 
 
+class ReleaseRefusedError(RuntimeError):
+    """A retry of a release that was refused after its noise was drawn (its spend is on
+    record)."""
+
+
 @dataclass(frozen=True)
 class LedgerEntry:
     """One release as recorded.
@@ -72,6 +81,17 @@ class LedgerEntry:
     completed_utc: str | None
     output_path: str | None
     content_sha256: dict[str, str] | None
+
+    @property
+    def refusal(self) -> str | None:
+        """Why the release was refused after its noise was drawn (``None``: it was not)."""
+        reason = self.statistics.get("refused")
+        return None if reason is None else str(reason)
+
+    @property
+    def shown_status(self) -> str:
+        """The status the ledger's listing shows: ``refused`` for a refused release."""
+        return "refused" if self.refusal is not None else self.status
 
 
 class BudgetLedger:
@@ -189,7 +209,7 @@ class BudgetLedger:
         for e in self.entries(table_id):
             lines.append(
                 f"  {e.release_id:<34} {e.mechanism:<12} {e.epsilon:>9.4g} {e.delta:>9.3g}  "
-                f"{e.status:<10} {e.created_utc}"
+                f"{e.shown_status:<10} {e.created_utc}"
             )
         return "\n".join(lines)
 

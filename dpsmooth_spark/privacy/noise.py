@@ -8,7 +8,7 @@ reproducible and is *not* safe against those attacks; the manifest says when it 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -22,6 +22,13 @@ class NoiseSource:
     """
 
     rng: np.random.Generator | None = None
+    _drawn: list[int] = field(default_factory=lambda: [0], init=False, compare=False, repr=False)
+
+    @property
+    def draws(self) -> int:
+        """How many noisy releases it has made (additions and selections): from the first on,
+        a job that fails records its spend before the error leaves it."""
+        return self._drawn[0]
 
     @property
     def secure(self) -> bool:
@@ -60,6 +67,7 @@ class NoiseSource:
             raise ValueError(f"cannot select {k} of {scores.size} scores")
         if k == 0:
             return np.zeros(0, dtype=np.int64)
+        self._drawn[0] += 1
         if self.rng is not None:
             if pure:
                 noisy = scores + self.rng.exponential(scale, size=scores.shape)
@@ -74,6 +82,7 @@ class NoiseSource:
             raise ValueError(f"noise scale must be finite and >= 0, got {scale}")
         if not np.all(np.isfinite(values)):
             raise ValueError("cannot add noise to non-finite values")
+        self._drawn[0] += 1
         if self.rng is not None:
             draw = self.rng.laplace if kind == "laplace" else self.rng.normal
             return values + draw(0.0, scale, size=values.shape)

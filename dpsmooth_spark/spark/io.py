@@ -82,10 +82,13 @@ UNIT_DRAW = "__dpsmooth_unit_draw"
 
 
 def bound_contributions(df: DataFrame, unit: str, rows: int, seed: int) -> DataFrame:
-    """At most ``rows`` rows of each ``unit``: the rows of a unit in a uniform random order
-    (``rand(seed)``, public randomness drawn independently per row), the first ``rows`` kept; the
-    unit column dropped. Runs before every statistic (docs/privacy.md section 1b); DataFrame and
-    SQL expressions only, so classic and Connect sessions share it.
+    """At most ``rows`` rows of each ``unit``: the rows of a unit ordered by a seeded hash of the
+    row itself (``xxhash64(seed, unit, columns)``, then the values for ties), the first ``rows``
+    kept; the unit column dropped. Which rows a unit keeps is a function of the seed and that
+    unit's rows alone, so adding or removing one unit leaves every other unit's choice as it
+    was (docs/privacy.md section 1b); rows that tie are equal, so which of them is kept does not
+    matter. Runs before every statistic; DataFrame and SQL expressions only, so classic and
+    Connect sessions share it.
 
     Raises:
         InputError: a row has no unit (a null in the unit column).
@@ -95,9 +98,11 @@ def bound_contributions(df: DataFrame, unit: str, rows: int, seed: int) -> DataF
             f"privacy.unit column {unit!r} has nulls: every row must name its unit; nothing was "
             "released"
         )
-    drawn = df.selectExpr("*", f"rand({int(seed)}) AS {UNIT_DRAW}")
+    columns = [quote(c) for c in df.columns]  # the unit and the released columns
+    drawn = df.selectExpr("*", f"xxhash64({int(seed)}, {', '.join(columns)}) AS {UNIT_DRAW}")
+    order = ", ".join([UNIT_DRAW, *columns])
     ranked = drawn.selectExpr(
-        "*", f"row_number() OVER (PARTITION BY {quote(unit)} ORDER BY {UNIT_DRAW}) AS {UNIT_RANK}"
+        "*", f"row_number() OVER (PARTITION BY {quote(unit)} ORDER BY {order}) AS {UNIT_RANK}"
     )
     return ranked.where(f"{UNIT_RANK} <= {int(rows)}").drop(unit, UNIT_DRAW, UNIT_RANK)
 

@@ -63,6 +63,30 @@ def test_bounding_keeps_at_most_k_rows_of_every_unit(spark):
     assert all(got[u] == min(s, K) for u, s in enumerate(sizes))  # small units keep every row
 
 
+def test_adding_a_unit_leaves_every_other_units_rows(spark):
+    """The rows a unit keeps depend on the seed and its own rows alone (docs/privacy.md 1b): a
+    unit of 30 rows put before the others (so every row's position moves) leaves the rows kept
+    of every other unit as they were, for three seeds."""
+    table = visits(60).append_column("row", pa.array(np.arange(visits(60).num_rows)))
+    extra = pa.table(
+        {
+            "patient_id": np.full(30, 999),
+            "visit": np.arange(30),
+            "cost": np.linspace(0, 200, 30),
+            "row": -1 - np.arange(30),
+        }
+    )
+    grown = pa.concat_tables([extra, table.select(extra.column_names)])
+
+    def kept(t: pa.Table, seed: int) -> set[int]:
+        df = spark.createDataFrame(t.to_pandas()).repartition(3)
+        rows = bound_contributions(df, "patient_id", K, seed).select("row").toPandas()["row"]
+        return {int(r) for r in rows if r >= 0}
+
+    for seed in (1, 2, 3):
+        assert kept(grown, seed) == kept(table, seed)
+
+
 def test_a_unit_level_release_states_its_relation_and_charges_k_times(spark, tmp_path):
     report = run_synthesize(
         parse_config(config(tmp_path, visits(), unit="patient_id", max_rows_per_unit=K)),

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from dpsmooth_spark import Synthesizer
 from dpsmooth_spark.config import PrivacyConfig, parse_config
 from dpsmooth_spark.core.chebyshev import coarsen_histograms
-from dpsmooth_spark.core.contributions import bounded_rows
+from dpsmooth_spark.core.contributions import bounded_rows, row_keys
 from dpsmooth_spark.core.kernel import PassSpec, partial_sums
 from dpsmooth_spark.mechanisms.stages import release_count, release_histograms
 from dpsmooth_spark.pipeline.row_checks import InvalidDataError
@@ -61,14 +61,14 @@ def test_the_accountant_multiplies_every_sensitivity_by_the_bound():
 
 
 def test_bounding_keeps_at_most_k_rows_of_each_unit_uniformly():
-    """A unit of 10 rows keeps each row with probability K / 10 = 0.5: over 4000 seeded draws
-    every row's frequency is within 0.05 of it (a false failure of a fresh seed has probability
+    """A unit of 10 distinct rows keeps each row with probability K / 10 = 0.5: over 4000 seeds
+    every row's frequency is within 0.05 of it (a false failure of fresh seeds has probability
     below 1e-8 per row, Hoeffding); units of up to K rows keep all their rows."""
     units = np.array(["a"] * 10 + ["b"] * 3 + ["c"] * 7 + ["d"])
+    table = pa.table({"unit": units, "x": np.arange(units.size, dtype=float)})
     kept = np.zeros(len(units))
-    rng = np.random.default_rng(0)
-    for _ in range(4000):
-        rows = bounded_rows(units, K, rng)
+    for seed in range(4000):
+        rows = bounded_rows(units, row_keys(table, seed), K)
         counts = dict(zip(*np.unique(units[rows], return_counts=True), strict=True))
         assert counts == {"a": 5, "b": 3, "c": 5, "d": 1}
         kept[rows] += 1
@@ -76,10 +76,26 @@ def test_bounding_keeps_at_most_k_rows_of_each_unit_uniformly():
     assert np.all(kept[10:13] == 4000) and np.all(np.abs(kept[13:20] / 4000 - 5 / 7) < 0.05)
 
 
+def test_a_units_choice_depends_on_its_own_rows_alone():
+    """Adding a unit (its rows first, so every other row moves) keeps the same rows of every
+    other unit, for each of 20 seeds: the coupling section 1b's argument needs, which held only
+    through the seed's secrecy where the order came from a positional draw per row."""
+    rng = np.random.default_rng(4)
+    units = np.repeat(np.arange(50), rng.integers(1, 15, 50))
+    x = rng.normal(size=units.size)
+    added = np.concatenate([np.full(9, 99), units])
+    x_added = np.concatenate([rng.normal(size=9), x])
+    for seed in range(20):
+        base = bounded_rows(units, row_keys(pa.table({"u": units, "x": x}), seed), K)
+        grown = bounded_rows(added, row_keys(pa.table({"u": added, "x": x_added}), seed), K)
+        others = grown[added[grown] != 99] - 9
+        np.testing.assert_array_equal(others, base)
+
+
 def _unit_release(units, table, unit_rows, seed, runs=12_000, factor=1.0):
     """The count and the histograms at epsilon ``factor`` each (2: half the noise), after
     bounding to K rows per unit."""
-    rows = bounded_rows(units, K, np.random.default_rng(seed))
+    rows = bounded_rows(units, row_keys(pa.table({"u": units, "x": table[:, 0]}), seed), K)
     spec = PassSpec(1, histogram_cells=4)
     sums = partial_sums([table[rows]], -np.ones(1), np.ones(1), spec)
     counts = coarsen_histograms(sums.histograms, 4)

@@ -14,7 +14,7 @@ import numpy as np
 
 from dpsmooth_spark.core.chebyshev import BasisSet
 from dpsmooth_spark.core.marginals import SHARED_SHAPE_MIN_COLUMNS, largest_shrinkage_factor
-from dpsmooth_spark.mechanisms.stages import histograms_sensitivity, noise_std
+from dpsmooth_spark.mechanisms.stages import PlanError, histograms_sensitivity, noise_std
 from dpsmooth_spark.mechanisms.synthesizer.params import (
     ANCHOR_PICK_SELECTION,
     SynthesizerParams,
@@ -144,12 +144,13 @@ def plan_budget(
     )
     selected = selectable_pairs(params, basis, noisy_count, accountant, accountant.share(share))
     strategy = params.candidate_strategy
-    if strategy == "auto":
+    if strategy == "auto":  # PSI only where its fractions leave the basis its share
         strategy = (
             "psi"
             if not all_pairs_of(basis)
             and not selected
             and d >= 2
+            and share >= params.psi_fraction + params.directions_fraction
             and _psi_affordable(params, d, noisy_count, accountant)
             else "moments"
         )
@@ -207,8 +208,8 @@ def plan_budget(
         marginal_share, share = rest - extra - table_share, 0.0
     else:
         marginal_share, share = rest * params.marginal_fraction, basis_share
-    if share < 0 or marginal_share <= 0:
-        raise ValueError(
+    if share < 0 or marginal_share <= 0:  # excluded before any noise by check_fractions
+        raise PlanError(
             "count, PSI and direction fractions leave no budget for the histograms and basis sums"
         )
     if strategy == "psi" and (basis.size or selected):
@@ -251,6 +252,32 @@ def plan_budget(
         quadrants=quadrants,
         quadrant_selection=quadrants * QUADRANT_SELECTION,
     )
+
+
+def check_fractions(params: SynthesizerParams, tables: bool) -> None:
+    """Refuse, before any noise, fractions that leave :func:`plan_budget` no budget for some
+    noisy count: with ``candidate_strategy: psi``, PSI's and the directions' fractions must fit
+    in the basis's share at its smallest (the count's two draws at their largest, and the
+    contingency tables' share where the config lets tables be measured: ``tables``). ``auto``
+    chooses PSI only where they fit. A function of the config alone, so the refusal says nothing
+    of the data.
+
+    Raises:
+        PlanError: the fractions cannot fit (names them).
+    """
+    if params.candidate_strategy != "psi":
+        return
+    rest = 1.0 - params.count_fraction * (1.0 + params.count_probe)
+    smallest = rest * (1.0 - params.marginal_fraction) * (1.0 - params.table_fraction * tables)
+    extra = params.psi_fraction + params.directions_fraction
+    if extra > smallest:
+        raise PlanError(
+            f"candidate_strategy: psi with psi_fraction + directions_fraction = {extra:g} leaves "
+            f"no budget for the basis sums, whose share can be as small as {smallest:.3g} of the "
+            "budget (after the count, the histograms"
+            + (" and the contingency tables" if tables else "")
+            + "); lower them, or use candidate_strategy: auto. Nothing was spent."
+        )
 
 
 COUNT_NOISE_TARGET = 0.05
