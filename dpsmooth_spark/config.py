@@ -200,7 +200,14 @@ class ColumnConfig(_Strict):
     @model_validator(mode="before")
     @classmethod
     def _values_from_file(cls, data: Any) -> Any:
-        """``values_file``: its lines (blank ones skipped) become ``values``."""
+        """``values_file``: its lines (blank ones skipped) become ``values``; a value YAML read
+        as null (an unquoted ``null``, ``Null``, ``~``) is refused with the quoted form."""
+        if isinstance(data, dict) and isinstance(data.get("values"), list):
+            if any(v is None for v in data["values"]):
+                raise ValueError(
+                    f"column {data.get('name')!r}: a value of values was read as null: YAML reads "
+                    "an unquoted null, Null or ~ as no value; quote it (values: ['null', ...])"
+                )
         if not isinstance(data, dict) or data.get("values_file") is None:
             return data
         name = data.get("name")

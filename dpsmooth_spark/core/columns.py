@@ -283,8 +283,15 @@ def _codec(
             else:
                 domain = tuple(pa.array(list(values), type=t).to_pylist())
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError):
+            hint = ""
+            if any(isinstance(v, bool) for v in values) and not pa.types.is_boolean(t):
+                hint = (
+                    "; YAML reads an unquoted yes, no, on, off, true or false as a boolean: "
+                    "quote the values as the table holds them (values: ['yes', 'no'])"
+                )
             raise ColumnTypeError(
-                f"column {name!r}: the values {list(values)[:5]} do not have the table's type {t}"
+                f"column {name!r}: the values {list(values)[:5]} do not have the table's type "
+                f"{t}{hint}"
             ) from None
         if len(domain) < 2:
             raise ColumnTypeError(

@@ -203,3 +203,24 @@ def test_iceberg_catalog_paths_resolve_but_identifiers_do_not(tmp_path, monkeypa
     assert config.input.catalog.warehouse == str(tmp_path / "wh")
     assert config.output.catalog.uri == "sqlite:////abs/c.db"
     assert config.output.catalog.warehouse == "file:///abs/wh"
+
+
+def test_yaml_booleans_and_nulls_in_a_string_domain_say_how_to_quote_them():
+    """``values: [yes, no]`` comes back from YAML 1.1 as booleans, and ``null`` as no value: the
+    errors say so and show the quoted form (AER CPS1988's smsa column)."""
+    import pyarrow as pa
+    import yaml
+
+    from dpsmooth_spark.config import ColumnConfig
+    from dpsmooth_spark.core.columns import ColumnTypeError, column_codec
+
+    column = ColumnConfig(**yaml.safe_load("{name: smsa, values: [yes, no]}"))
+    with pytest.raises(ColumnTypeError, match=r"quote the values .*\['yes', 'no'\]"):
+        column_codec("smsa", pa.string(), True, values=tuple(column.values))
+    quoted = ColumnConfig(**yaml.safe_load("{name: smsa, values: ['yes', 'no']}"))
+    assert column_codec("smsa", pa.string(), True, values=tuple(quoted.values)).values == (
+        "yes",
+        "no",
+    )
+    with pytest.raises(ValueError, match="read as null"):
+        ColumnConfig(**yaml.safe_load("{name: x, values: [a, null]}"))
