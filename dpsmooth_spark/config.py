@@ -386,6 +386,14 @@ class PrivacyConfig(_Strict):
             "unused when no column is auto."
         ),
     )
+    unresolved_bounds: Literal["error", "range"] = Field(
+        default="error",
+        description=(
+            "An auto bound that no noisy cell clears: error stops the release (its spend is "
+            "recorded in the ledger); range uses the range's end, with a warning on the console "
+            "and in the manifest."
+        ),
+    )
 
     @model_validator(mode="after")
     def _unit_and_bound(self) -> PrivacyConfig:

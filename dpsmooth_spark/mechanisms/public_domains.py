@@ -64,6 +64,9 @@ class FoundBounds:
             then the public range).
         threshold: the noisy count a cell of that reading had to exceed.
         scale: each histogram's noise scale (Laplace b or Gaussian sigma).
+        outside: the share of that grid's noisy mass (every cell, at its finest) in cells whose
+            centre lies outside the bounds: about how much of the column the bounds clamp
+            (``None`` where no cell was kept). Post-processing of the noisy histogram.
     """
 
     column: str
@@ -72,6 +75,12 @@ class FoundBounds:
     grid: str
     threshold: float
     scale: float
+    outside: float | None = None
+
+    @property
+    def resolved(self) -> bool:
+        """Whether a noisy cell cleared the threshold (else the bounds are the range's ends)."""
+        return self.grid != "none"
 
 
 @dataclass(frozen=True)
@@ -164,6 +173,7 @@ def dp_bounds(
     """
     scale = accountant.noise_scale(1.0, budget / 2.0)
     readings: list[_Reading] = []
+    histograms: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # noisy cells and their centres
     for name, counts, edges in (
         ("linear", linear_counts, grid.linear_edges()),
         ("log", log_counts, grid.log_edges()),
@@ -191,6 +201,8 @@ def dp_bounds(
                     float(low), float(high), f"{name}/{cells}", float(kept.sum()), threshold, spread
                 )
             )
+        edges = np.asarray(edges, dtype=np.float64)
+        histograms[name] = (noisy, 0.5 * (edges[:-1] + edges[1:]))
     lower, upper = fixed
     chosen = _Reading(grid.low, grid.high, "none", 0.0, math.inf, 0.0)
     if readings:
@@ -208,7 +220,13 @@ def dp_bounds(
         grid,
         integer,
     )
-    return FoundBounds(column, lo, hi, chosen.name, chosen.threshold, float(scale))
+    outside = None
+    if chosen.kept > 0:  # every noisy cell counts: the tails the threshold dropped are clamped
+        noisy, centres = histograms[chosen.name.partition("/")[0]]
+        total = noisy.sum()
+        beyond = noisy[(centres < lo) | (centres > hi)].sum()
+        outside = float(np.clip(beyond / total, 0.0, 1.0)) if total > 0 else None
+    return FoundBounds(column, lo, hi, chosen.name, chosen.threshold, float(scale), outside)
 
 
 class _Reading(NamedTuple):

@@ -188,6 +188,50 @@ def find_domains(
     return PublicDomains(tuple(bounds), tuple(values))
 
 
+OUTSIDE_WARNING = 0.01
+"""A found bound whose noisy mass outside it (``FoundBounds.outside``) is above this share is
+stated on the console and in the manifest's warnings."""
+
+
+class UnresolvedBoundsError(ValueError):
+    """An auto bound that no noisy cell cleared, under ``privacy.unresolved_bounds: error``."""
+
+
+def domain_warnings(found: PublicDomains, privacy: PrivacyConfig) -> list[str]:
+    """What a release must say of its found bounds: the unresolved ones (their bounds are the
+    range's ends) where ``privacy.unresolved_bounds`` is ``range``, and those that clamp more
+    than :data:`OUTSIDE_WARNING` of the column's noisy mass.
+
+    Raises:
+        UnresolvedBoundsError: an unresolved bound under ``unresolved_bounds: error`` (names the
+            columns and what to do; the caller records the spend first).
+    """
+    unresolved = [b.column for b in found.bounds if not b.resolved]
+    out = []
+    if unresolved and privacy.unresolved_bounds == "error":
+        raise UnresolvedBoundsError(
+            f"columns {unresolved}: no cell of their auto bounds' noisy histograms cleared the "
+            "noise, so their bounds would be the ends of the public range and the release would "
+            f"spread them over it. The release's epsilon {privacy.epsilon:g} and delta "
+            f"{privacy.delta:g} are recorded as spent in the ledger. Declare the bounds, give a "
+            "narrower range, raise privacy.domain_fraction, or set privacy.unresolved_bounds: "
+            "range to release with the range's ends"
+        )
+    if unresolved:
+        out.append(
+            f"columns {unresolved}: no noisy cell cleared the threshold; their bounds are the "
+            "ends of the public range (privacy.unresolved_bounds: range)"
+        )
+    for b in found.bounds:
+        if b.outside is not None and b.outside > OUTSIDE_WARNING:
+            out.append(
+                f"column {b.column!r}: about {100 * b.outside:.1f}% of its noisy mass lies "
+                "outside its found bounds and is clamped to them; declare wider bounds if the "
+                "tails matter"
+            )
+    return out
+
+
 def resolved_columns(
     columns: list[ColumnConfig], codec: TableCodec, domains: PublicDomains
 ) -> list[ColumnConfig]:

@@ -9,6 +9,7 @@ types, as the job writes them. No Spark, no JVM.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -31,6 +32,7 @@ from dpsmooth_spark.mechanisms.synthesizer import (
 )
 from dpsmooth_spark.pipeline.domains import (
     checking_codec,
+    domain_warnings,
     find_domains,
     has_auto,
     provisional_codec,
@@ -118,6 +120,8 @@ class Synthesizer:
                 noise,
                 self.privacy.domain_fraction,
             )
+            for warning in domain_warnings(found, self.privacy):
+                warnings.warn(warning, stacklevel=2)
             codec = resolved_codec(self.columns, provisional, found, data.schema)
         bounds, nullable = codec.bounds(), codec.null_columns
         spec = replace(

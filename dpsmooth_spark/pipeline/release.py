@@ -13,7 +13,7 @@ import platform
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
@@ -50,6 +50,7 @@ STATED_ERRORS: tuple[type[BaseException], ...] = (
     ConfigError,
     ColumnTypeError,
     ColumnValueError,
+    domains.UnresolvedBoundsError,
     InvalidDataError,
     io.InputError,
     lake.LakeError,
@@ -99,6 +100,8 @@ class ReleaseRun:
             to it first, and the statistics go on spending it.
         rows_checked: the row checks ran before any noise (with auto domains: against the
             declared ranges), so the passes after the noise make none.
+        warnings: what the manifest's ``privacy.warnings`` says (the budget's, the found
+            domains').
     """
 
     config: ReleaseConfig
@@ -116,6 +119,7 @@ class ReleaseRun:
     domains: PublicDomains | None = None
     accountant: PrivacyAccountant | None = None
     rows_checked: bool = False
+    warnings: list[str] = field(default_factory=list)
 
     @classmethod
     def start(
@@ -174,6 +178,7 @@ class ReleaseRun:
         )
         for warning in config.privacy.warnings:
             run.log.warning(warning)
+            run.warnings.append(warning)
         if previous is not None:
             run.log.note(
                 f"release id {release_id} is in the ledger: reusing its DP statistics, "
@@ -254,6 +259,9 @@ class ReleaseRun:
                     self.noise,
                     config.privacy.domain_fraction,
                 )
+        for warning in domains.domain_warnings(self.domains, config.privacy):
+            self.log.warning(warning)
+            self.warnings.append(warning)
         try:
             self.codec = domains.resolved_codec(
                 config.columns, self.codec, self.domains, schema, config.input.format == "csv"
@@ -423,7 +431,7 @@ class ReleaseRun:
                 **({} if self.domains is None else {"public_domains": self.domains.to_dict()}),
                 "invalid_rows": config.input.on_invalid,
                 "statistics_reused_from_ledger": self.previous is not None,
-                "warnings": config.privacy.warnings,
+                "warnings": self.warnings,
             },
             "ledger": {
                 "path": config.ledger_path,

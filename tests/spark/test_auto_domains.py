@@ -128,3 +128,45 @@ def test_bad_auto_declarations_are_refused_before_any_budget(spark, tmp_path):
     with pytest.raises(InputError, match="age"):
         run_synthesize(parse_config(config(tmp_path, table, wrong_other)), quiet=True)
     assert not ledger.exists() or BudgetLedger(str(ledger)).spent("parquet:x") == (0.0, 0.0)
+
+
+def test_wdbc_with_100x_auto_ranges_is_refused_unless_the_range_is_chosen(
+    spark, tmp_path, wdbc_config_dict
+):
+    """WDBC (569 rows) with every feature's bounds auto inside a range 100 times its documented
+    width, at epsilon 1: no noisy cell clears the threshold, so the release stops before any
+    table is written, naming the columns and the spend (recorded as refused in the ledger); with
+    ``unresolved_bounds: range`` it writes the table and says so on the manifest."""
+    raw = {k: v for k, v in wdbc_config_dict.items() if k != "evaluation"}
+    columns = []
+    for c in raw["columns"]:
+        if "lower" in c:
+            middle, width = (c["lower"] + c["upper"]) / 2, c["upper"] - c["lower"]
+            c = {
+                "name": c["name"],
+                "lower": "auto",
+                "upper": "auto",
+                "range": [middle - 50 * width, middle + 50 * width],
+            }
+        columns.append(c)
+    raw = {
+        **raw,
+        "columns": columns,
+        "output": {"path": str(tmp_path / "release")},
+        "ledger": {"path": str(tmp_path / "ledger.sqlite")},
+        "seed": 2,
+        "test_mode": True,
+        "release_id": "wide-1",
+    }
+    config = parse_config(raw)
+    with pytest.raises(ValueError, match="no cell of their auto bounds") as err:
+        run_synthesize(config, quiet=True)
+    assert "mean_area" in str(err.value) and "epsilon 1" in str(err.value)
+    assert not (tmp_path / "release").exists()
+    entry = BudgetLedger(config.ledger_path).find("wide-1")
+    assert entry is not None and entry.refusal is not None and entry.epsilon == 1.0
+    raw["privacy"] = {**raw["privacy"], "unresolved_bounds": "range"}
+    report = run_synthesize(parse_config({**raw, "release_id": "wide-2"}), quiet=True)
+    warnings = report.manifest["privacy"]["warnings"]
+    assert any("mean_area" in w and "ends of the public range" in w for w in warnings)
+    assert (tmp_path / "release" / "manifest.json").exists()
