@@ -67,6 +67,9 @@ class FoundBounds:
         outside: the share of that grid's noisy mass (every cell, at its finest) in cells whose
             centre lies outside the bounds: about how much of the column the bounds clamp
             (``None`` where no cell was kept). Post-processing of the noisy histogram.
+        outside_std: the noise standard deviation of ``outside`` (the noise of the cells beyond
+            the bounds over the noisy mass): on a wide range with little budget the cells beyond
+            are many and their noise can dwarf the share.
     """
 
     column: str
@@ -76,6 +79,7 @@ class FoundBounds:
     threshold: float
     scale: float
     outside: float | None = None
+    outside_std: float | None = None
 
     @property
     def resolved(self) -> bool:
@@ -220,13 +224,18 @@ def dp_bounds(
         grid,
         integer,
     )
-    outside = None
+    outside = outside_std = None
     if chosen.kept > 0:  # every noisy cell counts: the tails the threshold dropped are clamped
         noisy, centres = histograms[chosen.name.partition("/")[0]]
         total = noisy.sum()
-        beyond = noisy[(centres < lo) | (centres > hi)].sum()
-        outside = float(np.clip(beyond / total, 0.0, 1.0)) if total > 0 else None
-    return FoundBounds(column, lo, hi, chosen.name, chosen.threshold, float(scale), outside)
+        beyond = (centres < lo) | (centres > hi)
+        if total > 0:
+            cell_variance = (2.0 if accountant.pure else 1.0) * scale**2
+            outside = float(np.clip(noisy[beyond].sum() / total, 0.0, 1.0))
+            outside_std = float(math.sqrt(beyond.sum() * cell_variance) / total)
+    return FoundBounds(
+        column, lo, hi, chosen.name, chosen.threshold, float(scale), outside, outside_std
+    )
 
 
 class _Reading(NamedTuple):

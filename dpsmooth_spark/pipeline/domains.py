@@ -189,8 +189,9 @@ def find_domains(
 
 
 OUTSIDE_WARNING = 0.01
-"""A found bound whose noisy mass outside it (``FoundBounds.outside``) is above this share is
-stated on the console and in the manifest's warnings."""
+"""A found bound whose noisy mass outside it (``FoundBounds.outside``) is above this share by
+more than twice its noise (``outside_std``) is stated on the console and in the manifest's
+warnings."""
 
 
 class UnresolvedBoundsError(ValueError):
@@ -223,11 +224,13 @@ def domain_warnings(found: PublicDomains, privacy: PrivacyConfig) -> list[str]:
             "ends of the public range (privacy.unresolved_bounds: range)"
         )
     for b in found.bounds:
-        if b.outside is not None and b.outside > OUTSIDE_WARNING:
+        if b.outside is None:
+            continue
+        if b.outside - 2.0 * (b.outside_std or 0.0) > OUTSIDE_WARNING:
             out.append(
-                f"column {b.column!r}: about {100 * b.outside:.1f}% of its noisy mass lies "
-                "outside its found bounds and is clamped to them; declare wider bounds if the "
-                "tails matter"
+                f"column {b.column!r}: about {100 * b.outside:.1f}% (noise std "
+                f"{100 * (b.outside_std or 0.0):.1f}%) of its noisy mass lies outside its found "
+                "bounds and is clamped to them; declare wider bounds if the tails matter"
             )
     return out
 
