@@ -22,6 +22,7 @@ COMMANDS = {
     "levels": "benchmarks.levels",  # a 10,000-value category on 10^6 rows
     "point_masses": "benchmarks.point_masses",  # shares of values at a bound, W1
     "results": "benchmarks.results",  # docs/results.md's fidelity table from its JSON
+    "check": "benchmarks.check",  # seeded regression check against benchmarks/check.json
 }
 
 

@@ -97,11 +97,12 @@ def release(
     params: dict,
     rng: np.random.Generator,
     label: str | None = None,
+    seed: int | None = None,
 ) -> np.ndarray:
     """Synthetic rows in original units (as many as the real table has); ``params`` are
     :class:`SynthesizerParams` for ``ours`` and ``ours_zcdp`` (at ``(epsilon, PEER_DELTA)``), which
     declare the 0/1 ``label`` a column of two levels (as the example configs declare
-    ``values: [0, 1]``)."""
+    ``values: [0, 1]``); ``seed``: seeded noise (``benchmarks check``), else secure."""
     n, d = data.shape
     if method in ("ours", "ours_zcdp"):
         delta = PEER_DELTA if method == "ours_zcdp" else 0.0
@@ -111,6 +112,7 @@ def release(
             delta=delta,
             params=SynthesizerParams(**params),
             levels={label: 2} if label else None,
+            random_state=seed,
         )
         out = synth.fit({c: data[:, i] for i, c in enumerate(bounds.columns)}).sample(n)
         return np.column_stack([out[c] for c in bounds.columns])

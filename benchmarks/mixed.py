@@ -40,6 +40,8 @@ from benchmarks.fidelity import run_peer
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
+CELLS = 16
+"""The scorer's most cells for a bounded column (``shared/tools/marginals.py``)."""
 CATEGORICAL = (
     "workclass marital-status occupation relationship race sex native-country income>50K".split()
 )
@@ -138,6 +140,7 @@ def tstr_auc(real: pd.DataFrame, synthetic: pd.DataFrame, label: str) -> float:
     from sklearn.ensemble import HistGradientBoostingClassifier
     from sklearn.metrics import roc_auc_score
 
+    synthetic = synthetic[synthetic[label].notna()]  # a peer may draw the label's null cell
     y = synthetic[label].to_numpy()
     if len(np.unique(y)) < 2:
         return 0.5
@@ -176,6 +179,63 @@ def marginal_scores(
         return json.loads(out.stdout)
 
 
+def scorer() -> Any:
+    """``shared/tools/marginals.py`` as a module (its ``coder`` and ``score``)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("marginals", SHARED / "tools" / "marginals.py")
+    assert spec is not None and spec.loader is not None
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    return tool
+
+
+def scorer_codes(
+    real: pd.DataFrame, columns: list[dict[str, Any]]
+) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+    """Each column's cell codes and number of cells, as ``shared/tools/marginals.py`` scores
+    them (the null cell last)."""
+    tool = scorer()
+    table = pa.Table.from_pandas(real, preserve_index=False)
+    codes, sizes = {}, {}
+    for column in columns:
+        code, size = tool.coder(column)
+        codes[column["name"]], sizes[column["name"]] = code(table[column["name"]]), size
+    return codes, sizes
+
+
+def cell_values(
+    codes: pd.DataFrame, columns: list[dict[str, Any]], rng: np.random.Generator
+) -> pd.DataFrame:
+    """Values that the scorer codes as ``codes``: a category's value, a uniform value within a
+    bounded column's cell (an integer among the cell's integers), null for the null cell."""
+    out: dict[str, Any] = {}
+    for c in columns:
+        code = codes[c["name"]].to_numpy()
+        if "values" in c or "lower" not in c:
+            levels = list(c.get("values", [False, True]))
+            # object dtype: a null must not turn the integer codes into floats ("3.0" != "3")
+            out[c["name"]] = pd.Series(
+                [levels[i] if i < len(levels) else None for i in code], dtype=object
+            )
+            continue
+        lo, hi = float(c["lower"]), float(c["upper"])
+        integer = isinstance(c["lower"], int) and isinstance(c["upper"], int)
+        k = int(min(CELLS, hi - lo + 1)) if integer else CELLS
+        width = (hi - lo + (1 if integer else 0)) / k
+        cell = np.minimum(code, k - 1)
+        if integer:  # the integers x with floor((x - lo) / width) == cell
+            first = np.ceil(lo + cell * width)
+            last = np.ceil(lo + (cell + 1) * width) - 1
+            values = np.floor(first + rng.uniform(0, 1, len(code)) * (last - first + 1))
+        else:
+            values = lo + (cell + rng.uniform(0, 1, len(code))) * width
+        values = np.where(code >= k, np.nan, np.clip(values, lo, hi))
+        nulls = np.isnan(values)
+        out[c["name"]] = values.astype(np.int64) if integer and not nulls.any() else values
+    return pd.DataFrame(out)
+
+
 def peer_release(
     method: str,
     real: pd.DataFrame,
@@ -184,17 +244,40 @@ def peer_release(
     seed: int,
     timeout: float,
 ) -> pd.DataFrame | None:
-    """A smartnoise-synth release (``mst``, ``aim``, ``*_sample``); ``None`` past ``timeout``."""
+    """A smartnoise-synth release (``mst``, ``aim``, ``*_sample``) fitted on exactly the cells
+    the scorer scores (its codes as categorical columns over their public domain), its codes
+    mapped back to values the scorer codes the same way; ``None`` past ``timeout``."""
     name, _, sampling = method.partition("_")
+    codes, sizes = scorer_codes(real, columns)
     with tempfile.TemporaryDirectory() as tmp:
-        source, spec, out = (Path(tmp) / f for f in ("real.parquet", "columns.json", "out.parquet"))
-        pq.write_table(pa.Table.from_pandas(real, preserve_index=False), source)
-        spec.write_text(json.dumps(columns))
+        source, spec, out = (Path(tmp) / f for f in ("codes.parquet", "sizes.json", "out.parquet"))
+        pq.write_table(pa.table(codes), source)
+        spec.write_text(json.dumps(sizes))
         args = [name, str(epsilon), str(source), str(spec), str(out)]
         args += ["--sampling", sampling or "round", "--seed", str(seed)]
         if not run_peer("peers_mixed.py", args, timeout):
             return None
-        return pq.read_table(out).to_pandas()
+        drawn = pq.read_table(out).to_pandas()
+    return cell_values(drawn, columns, np.random.default_rng(seed))
+
+
+MISCONFIGURED = 1.5
+"""A peer's one-way TVD at epsilon >= 1 above this multiple of the independent baseline's is
+refused: MST spends a third of its budget on exactly those marginals, so losing to each column's
+own noisy histogram means the peer was given other cells than the scorer's."""
+
+
+def check_peer(row: dict[str, Any]) -> None:
+    """Refuse a peer row that :data:`MISCONFIGURED` flags (raises ``RuntimeError``)."""
+    if row["method"] in ("ours", "uniform", "independent") or row["epsilon"] < 1:
+        return
+    baseline = row["independent"]["tvd1"]
+    if row["tvd1"] > MISCONFIGURED * baseline:
+        raise RuntimeError(
+            f"{row['method']} on {row['table']} at epsilon {row['epsilon']:g}: one-way TVD "
+            f"{row['tvd1']} against the independent baseline's {baseline}: the peer is "
+            "misconfigured (not on the scorer's cells?), so the row is not recorded"
+        )
 
 
 def independent_draw(
@@ -203,17 +286,7 @@ def independent_draw(
     """The TVDs of ``shared/tools/marginals.py``'s independent baseline drawn with ``seed`` (the
     tool draws it once, with seed 0): each column's cells plus Laplace noise at epsilon / d,
     clipped, normalised and sampled, scored as the tool scores it."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("marginals", SHARED / "tools" / "marginals.py")
-    assert spec is not None and spec.loader is not None
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    table = pa.Table.from_pandas(real, preserve_index=False)
-    codes, sizes = {}, {}
-    for column in columns:
-        code, size = tool.coder(column)
-        codes[column["name"]], sizes[column["name"]] = code(table[column["name"]]), size
+    codes, sizes = scorer_codes(real, columns)
     rng = np.random.default_rng(seed)
     drawn = {}
     for name, size in sizes.items():
@@ -223,7 +296,7 @@ def independent_draw(
         cells = np.clip(noisy, 0, None)
         p = cells / cells.sum() if cells.sum() > 0 else np.full(size, 1 / size)
         drawn[name] = rng.choice(size, len(codes[name]), p=p)
-    return dict(tool.score(codes, drawn, sizes, np.random.default_rng(1)))
+    return dict(scorer().score(codes, drawn, sizes, np.random.default_rng(1)))
 
 
 def run(
@@ -253,7 +326,7 @@ def run(
         synthetic = found
     seconds = time.perf_counter() - start
     scores = marginal_scores(real, synthetic, columns, epsilon)
-    return {
+    row = {
         "table": table,
         "epsilon": epsilon,
         "method": method,
@@ -265,6 +338,8 @@ def run(
         "auc": tstr_auc(real, synthetic, label),
         "seconds": round(seconds, 1),
     }
+    check_peer(row)
+    return row
 
 
 def main(argv: list[str]) -> None:
