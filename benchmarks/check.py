@@ -14,7 +14,7 @@ such means, ``3 sd sqrt(2 / RELEASES)``, ``sd`` the recorded releases' spread (t
 of that row; at least :data:`FLOOR` of the recorded mean): a change that only reshuffles the noise
 passes 99.7% of the time, per metric. A time regresses above :data:`SLOWER` times the recorded
 one (the machine's own spread between runs is about 10%). ``--record`` re-records the file (after
-a change that moves a row on purpose: say so in its commit). Not part of CI (about ten minutes).
+a change that moves a row on purpose: say so in its commit). Not part of CI (about three minutes).
 """
 
 from __future__ import annotations

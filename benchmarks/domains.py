@@ -33,6 +33,7 @@ from dpsmooth_spark.core.bounds import PublicBounds
 from dpsmooth_spark.core.quantile_grid import QuantileGrid
 from dpsmooth_spark.mechanisms.public_domains import (
     SELECTION_DELTA_SHARE,
+    FoundBounds,
     dp_bounds,
     select_values,
     stage_budgets,
@@ -55,19 +56,22 @@ def auto_bounds(
     accountant: PrivacyAccountant,
     fraction: float,
     noise: NoiseSource,
-) -> list[tuple[float, float]]:
+) -> tuple[list[tuple[float, float]], list[FoundBounds]]:
     """Each column's bounds by two DP quantiles in its coarse range (``fixed`` columns keep
-    theirs), spending ``fraction`` of the accountant's budget."""
+    theirs), spending ``fraction`` of the accountant's budget; with the found bounds of the auto
+    columns (their stated clamped share, ``FoundBounds.outside``)."""
     auto = [j for j in range(data.shape[1]) if j not in fixed]
     budget = stage_budgets(accountant, fraction, len(auto))
     found = list(coarse)
+    details = []
     for j in auto:
         grid = QuantileGrid(*coarse[j])
         lin, log = grid.counts(data[:, j])
         b = dp_bounds(f"c{j}", grid, lin, log, budget, accountant, noise)
         found[j] = (b.lower, b.upper)
+        details.append(b)
     accountant.available = 1.0 - fraction
-    return found
+    return found, details
 
 
 def bounds_runs(tables: list[str], epsilon: float, fraction: float, releases: int) -> list[dict]:
@@ -95,11 +99,26 @@ def bounds_runs(tables: list[str], epsilon: float, fraction: float, releases: in
                 used = coarse if method in ("auto", "coarse") else documented
                 if method.startswith("documented_at_"):
                     eps = epsilon * float(method.removeprefix("documented_at_"))
-                widths = []
+                widths, clamped = [], {}
                 if method == "auto":
                     acc = PrivacyAccountant(epsilon)
-                    used = auto_bounds(data, coarse, {lab}, acc, fraction, NoiseSource())
+                    used, found = auto_bounds(data, coarse, {lab}, acc, fraction, NoiseSource())
                     eps = epsilon * acc.available
+                    real = [
+                        float(np.mean((data[:, j] < u[0]) | (data[:, j] > u[1])))
+                        for j, u in enumerate(used)
+                        if j != lab
+                    ]
+                    stated = [b.outside for b in found if b.outside is not None]
+                    noise = [b.outside_std for b in found if b.outside_std is not None]
+                    clamped = {
+                        "unresolved": sum(not b.resolved for b in found),
+                        "clamped_stated_mean": round(float(np.mean(stated)), 4) if stated else None,
+                        "clamped_stated_std_mean": round(float(np.mean(noise)), 4)
+                        if noise
+                        else None,
+                        "clamped_real_mean": round(float(np.mean(real)), 4),
+                    }
                     widths = [
                         (u[1] - u[0]) / (d[1] - d[0])
                         for j, (u, d) in enumerate(zip(used, documented, strict=True))
@@ -135,6 +154,7 @@ def bounds_runs(tables: list[str], epsilon: float, fraction: float, releases: in
                         if widths
                         else {}
                     ),
+                    **clamped,
                 }
                 runs.append(run)
                 print(json.dumps(run), flush=True)
@@ -196,16 +216,29 @@ def markdown(result: dict) -> str:
     for run in result["bounds"]:
         groups.setdefault((run["table"], run["method"]), []).append(run)
     lines = [
-        "| table | rows | bounds | releases | W1 ratio | corr ratio | width / documented |",
-        "|---|---|---|---|---|---|---|",
+        "| table | rows | bounds | releases | W1 ratio | corr ratio | width / documented "
+        "| unresolved columns | clamped: stated (noise) / real |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for (table, method), runs in groups.items():
         width = [r["width_vs_documented_median"] for r in runs if "width_vs_documented_median" in r]
+        unresolved = [r["unresolved"] for r in runs if "unresolved" in r]
+        stated = [
+            r["clamped_stated_mean"] for r in runs if r.get("clamped_stated_mean") is not None
+        ]
+        noise = [r["clamped_stated_std_mean"] for r in runs if r.get("clamped_stated_std_mean")]
+        real = [r["clamped_real_mean"] for r in runs if "clamped_real_mean" in r]
+        clamp = (
+            f"{np.mean(stated):.2%} (noise std {np.mean(noise):.2%}) / {np.mean(real):.2%}"
+            if stated and noise
+            else ""
+        )
         lines.append(
             f"| {table} | {runs[0]['rows']:,} | {method} | {len(runs)} "
             f"| {np.mean([r['w1_ratio'] for r in runs]):.3g} "
             f"| {np.mean([r['corr_ratio'] for r in runs]):.3f} "
-            f"| {f'{np.median(width):.2f}' if width else ''} |"
+            f"| {f'{np.median(width):.2f}' if width else ''} "
+            f"| {f'{np.mean(unresolved):.0f}' if unresolved else ''} | {clamp} |"
         )
     lines += [
         "",

@@ -269,7 +269,7 @@ own noisy histogram means the peer was given other cells than the scorer's."""
 
 def check_peer(row: dict[str, Any]) -> None:
     """Refuse a peer row that :data:`MISCONFIGURED` flags (raises ``RuntimeError``)."""
-    if row["method"] in ("ours", "uniform", "independent") or row["epsilon"] < 1:
+    if row["method"] in ("ours", "uniform", "independent", "bootstrap") or row["epsilon"] < 1:
         return
     baseline = row["independent"]["tvd1"]
     if row["tvd1"] > MISCONFIGURED * baseline:
@@ -313,6 +313,8 @@ def run(
         synthetic = Synthesizer(columns, epsilon).fit(real).sample(len(real))
     elif method == "uniform":
         synthetic = uniform_rows(columns, len(real), np.random.default_rng(seed))
+    elif method == "bootstrap":  # the no-privacy floor: the real rows resampled
+        synthetic = real.sample(len(real), replace=True, random_state=seed).reset_index(drop=True)
     else:
         found = peer_release(method, real, columns, epsilon, seed, timeout)
         if found is None:
