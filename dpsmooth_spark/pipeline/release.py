@@ -101,7 +101,8 @@ class ReleaseRun:
         rows_checked: the row checks ran before any noise (with auto domains: against the
             declared ranges), so the passes after the noise make none.
         warnings: what the manifest's ``privacy.warnings`` says (the budget's, the found
-            domains').
+            domains', the session's side channels).
+        session_checked: the session's side channels were looked at (once a job).
     """
 
     config: ReleaseConfig
@@ -120,6 +121,7 @@ class ReleaseRun:
     accountant: PrivacyAccountant | None = None
     rows_checked: bool = False
     warnings: list[str] = field(default_factory=list)
+    session_checked: bool = False
 
     @classmethod
     def start(
@@ -295,8 +297,15 @@ class ReleaseRun:
         return sums
 
     def spark(self) -> Any:
-        """The Spark session (started on first use)."""
-        return session.session_for(self.config.spark)
+        """The Spark session (started on first use); the first use warns of the session's side
+        channels (the UI, the event log: :func:`session.side_channel_warnings`)."""
+        spark = session.session_for(self.config.spark)
+        if not self.session_checked:
+            self.session_checked = True
+            for warning in session.side_channel_warnings(spark.conf.get):
+                self.log.warning(warning)
+                self.warnings.append(warning)
+        return spark
 
     def data_pass(self, spec: PassSpec, name: str = "data pass") -> ExactSums:
         """One Spark pass over the input (a second pass of a job skips the checks)."""

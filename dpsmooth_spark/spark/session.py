@@ -88,6 +88,32 @@ def default_parallelism(spark: SparkSession) -> int:
     return int(last[0]) + 1 if last is not None and last[0] is not None else 1
 
 
+SIDE_CHANNELS = {
+    "spark.ui.enabled": ("true", "the Spark UI shows exact row counts of every stage"),
+    "spark.eventLog.enabled": ("false", "the event log keeps exact row counts of every stage"),
+}
+"""Settings under which the session shows more of the input than the release does
+(docs/privacy.md section 12): Spark's default for each, and why."""
+
+
+def side_channel_warnings(get: Any) -> list[str]:
+    """What a release says of its session's side channels: a warning per setting of
+    :data:`SIDE_CHANNELS` that ``get(key, default)`` reads as on (unset: Spark's default; a
+    setting a Connect server does not expose counts as off)."""
+    out = []
+    for key, (default, why) in SIDE_CHANNELS.items():
+        try:
+            value = get(key, default)
+        except Exception:  # a Connect server that does not expose the setting
+            continue
+        if str(value).strip().lower() == "true":
+            out.append(
+                f"{key} is on: {why}; restrict it to those entitled to the raw table, or set it "
+                "to false for the job (docs/privacy.md section 12)"
+            )
+    return out
+
+
 def launched_by_spark_submit() -> bool:
     """spark-submit starts the JVM first and hands the Python driver its gateway port."""
     return "PYSPARK_GATEWAY_PORT" in os.environ

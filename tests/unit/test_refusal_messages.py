@@ -76,3 +76,21 @@ def test_the_ledger_lists_a_refused_release_as_refused(tmp_path):
     row = next(line for line in ledger.format("t").splitlines() if "r1" in line)
     assert "refused" in row and "0.5" in row
     assert ledger.spent("t") == (0.5, 0.0)
+
+
+def test_a_session_with_its_ui_or_event_log_on_is_stated():
+    """The UI (on by Spark's default) and the event log show exact row counts: a release run in
+    such a session says so in its warnings (docs/privacy.md section 12)."""
+    from dpsmooth_spark.spark.session import side_channel_warnings
+
+    assert side_channel_warnings(lambda key, default: default)[0].startswith("spark.ui.enabled")
+    on = {"spark.ui.enabled": "false", "spark.eventLog.enabled": "true"}
+    warned = side_channel_warnings(lambda key, default: on.get(key, default))
+    assert len(warned) == 1 and "event log" in warned[0]
+    off = {"spark.ui.enabled": "false"}
+    assert side_channel_warnings(lambda key, default: off.get(key, default)) == []
+
+    def connect(key, default):
+        raise RuntimeError("not exposed")
+
+    assert side_channel_warnings(connect) == []
