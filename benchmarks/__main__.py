@@ -27,8 +27,12 @@ COMMANDS = {
 
 
 def main() -> None:
+    usage = f"usage: python -m benchmarks {{{','.join(COMMANDS)}}} [options]"
+    if len(sys.argv) == 2 and sys.argv[1] in ("-h", "--help"):
+        print(usage)
+        return
     if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
-        print(f"usage: python -m benchmarks {{{','.join(COMMANDS)}}} [options]", file=sys.stderr)
+        print(usage, file=sys.stderr)
         raise SystemExit(2)
     importlib.import_module(COMMANDS[sys.argv[1]]).main(sys.argv[2:])
 
