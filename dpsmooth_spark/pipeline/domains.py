@@ -214,9 +214,9 @@ def domain_warnings(found: PublicDomains, privacy: PrivacyConfig) -> list[str]:
             f"columns {unresolved}: no cell of their auto bounds' noisy histograms cleared the "
             "noise, so their bounds would be the ends of the public range and the release would "
             f"spread them over it. The release's epsilon {privacy.epsilon:g} and delta "
-            f"{privacy.delta:g} are recorded as spent in the ledger. Declare the bounds, give a "
-            "narrower range, raise privacy.domain_fraction, or set privacy.unresolved_bounds: "
-            "range to release with the range's ends"
+            f"{privacy.delta:g} are spent (a job records them in its ledger). Declare the bounds, "
+            "give a narrower range, raise privacy.domain_fraction, or set "
+            "privacy.unresolved_bounds: range to release with the range's ends"
         )
     if unresolved:
         out.append(
