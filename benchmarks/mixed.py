@@ -311,6 +311,9 @@ def run(
         return {"table": table, "epsilon": epsilon, "method": method, "release": seed, **scores}
     if method == "ours":
         synthetic = Synthesizer(columns, epsilon).fit(real).sample(len(real))
+    elif method == "adaptive":
+        mechanism = {"method": "adaptive"}
+        synthetic = Synthesizer(columns, epsilon, mechanism=mechanism).fit(real).sample(len(real))
     elif method == "uniform":
         synthetic = uniform_rows(columns, len(real), np.random.default_rng(seed))
     elif method == "bootstrap":  # the no-privacy floor: the real rows resampled
@@ -352,15 +355,26 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--releases", type=int, default=1)
     ap.add_argument("--peer-timeout", type=float, default=600.0)
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "mixed.json")
+    ap.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep the rows of --out whose (table, epsilon, method) this run does not repeat",
+    )
     args = ap.parse_args(argv)
-    runs = []
+    runs: list[dict[str, Any]] = []
     for table in args.tables.split(","):
         for epsilon in map(float, args.epsilons.split(",")):
             for method in args.methods.split(","):
                 for seed in range(args.releases if method != "uniform" else 1):
                     runs.append(run(table, epsilon, method, seed, args.peer_timeout))
                     print(json.dumps(runs[-1]), flush=True)
-    command = "python -m benchmarks mixed " + " ".join(argv)
+    commands = ["python -m benchmarks mixed " + " ".join(argv)]
+    if args.merge and args.out.exists():
+        old = json.loads(args.out.read_text())
+        redone = {(r["table"], r["epsilon"], r["method"]) for r in runs}
+        kept = [r for r in old["runs"] if (r["table"], r["epsilon"], r["method"]) not in redone]
+        runs = kept + runs
+        commands = old.get("commands", [old.get("command")]) + commands
     args.out.write_text(
-        json.dumps({"command": command, "secure_noise": True, "runs": runs}, indent=1)
+        json.dumps({"commands": commands, "secure_noise": True, "runs": runs}, indent=1)
     )

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpsmooth_spark.core.bounds import scale_to_unit
+from dpsmooth_spark.core.cell_marginals import CellMarginals
 from dpsmooth_spark.core.chebyshev import BasisSet, chebyshev_table, design_column, histogram_cell
 from dpsmooth_spark.core.tables import ContingencyTables
 
@@ -85,6 +86,9 @@ class ExactSums:
             triangle: ``[0, b]`` sums ``q(x_i) q(x_j)``, ``[1, b]`` sums ``q(x_i / s) q(x_j / s)``,
             at scale ``SCALE**2`` (``None``: not computed). :meth:`clipped_second_moments` reads
             the norm-clipped second moments at any level from them.
+        marginals: ``(cells,)`` int64 joint cell counts of every kept row (nulls in their
+            columns' null cells) for the scopes of ``PassSpec.marginals`` (``None``: not
+            computed).
     """
 
     degree: int
@@ -102,6 +106,7 @@ class ExactSums:
     atoms: np.ndarray | None = None
     clip_levels: tuple[float, ...] = ()
     clipped: np.ndarray | None = None
+    marginals: np.ndarray | None = None
 
     @classmethod
     def zero(
@@ -113,6 +118,7 @@ class ExactSums:
         null_cells: bool = False,
         table_cells: int = 0,
         clip_levels: tuple[float, ...] = (),
+        marginal_cells: int = 0,
     ) -> ExactSums:
         """The neutral element of :meth:`merge`."""
         size = 1 + d * degree
@@ -134,6 +140,7 @@ class ExactSums:
                 if clip_levels
                 else None
             ),
+            marginals=np.zeros(marginal_cells, dtype=np.int64) if marginal_cells else None,
         )
 
     @property
@@ -167,6 +174,9 @@ class ExactSums:
             None if self.atoms is None or other.atoms is None else self.atoms + other.atoms,
             self.clip_levels,
             None if self.clipped is None or other.clipped is None else self.clipped + other.clipped,
+            None
+            if self.marginals is None or other.marginals is None
+            else self.marginals + other.marginals,
         )
 
     def clipped_second_moments(self, level: int) -> np.ndarray:
@@ -238,6 +248,7 @@ class PassSpec:
         tables: count the rows in these contingency tables' cells (``None`` skips it).
         clip_levels: increasing L1 norms (scaled units) at which the norm-clipped second moments
             of the columns can be read (``ExactSums.clipped``; empty skips them).
+        marginals: count every kept row in these cell marginals (``None`` skips it).
     """
 
     degree: int = 1
@@ -247,6 +258,7 @@ class PassSpec:
     null_cells: bool = False
     tables: ContingencyTables | None = None
     clip_levels: tuple[float, ...] = ()
+    marginals: CellMarginals | None = None
 
 
 def clipped_bands(x: np.ndarray, levels: np.ndarray) -> np.ndarray:
@@ -342,6 +354,7 @@ def partial_sums(
     clipped = (
         np.zeros((2, levels.size + 1, d * (d - 1) // 2), dtype=np.int64) if levels.size else None
     )
+    marginals = None if spec.marginals is None else np.zeros(spec.marginals.offsets[-1], np.int64)
     seen = invalid = clamped = rows_null = 0
     for item in batches:
         batch, mask = item if isinstance(item, tuple) else (item, None)
@@ -363,6 +376,10 @@ def partial_sums(
                 )
                 index = (cell + cells * np.arange(d))[~part_mask]
                 histograms += np.bincount(index, minlength=d * cells)
+            if marginals is not None and spec.marginals is not None:
+                marginals += spec.marginals.counts(
+                    scale_to_unit(np.clip(filled, lower, upper), lower, upper), part_mask
+                )
             if atoms is not None:
                 filled = np.clip(filled, lower, upper)
                 atoms[:, 0] += ((filled == lower) & ~part_mask).sum(axis=0)
@@ -377,6 +394,8 @@ def partial_sums(
         x = scale_to_unit(batch, lower, upper)
         if tables is not None and spec.tables is not None:
             tables += spec.tables.counts(x)
+        if marginals is not None and spec.marginals is not None:
+            marginals += spec.marginals.counts(x)
         if spec.grid_points is not None:
             x = snap_to_grid(x, spec.grid_points)
         for start in range(0, x.shape[0], GEMM_CHUNK_ROWS):
@@ -409,4 +428,5 @@ def partial_sums(
         atoms,
         tuple(spec.clip_levels),
         clipped,
+        marginals,
     )

@@ -21,6 +21,7 @@ from dpsmooth_spark.config import ColumnConfig, PrivacyConfig, check_synthesis
 from dpsmooth_spark.core.columns import ColumnTypeError, TableCodec
 from dpsmooth_spark.core.contributions import bounded_rows, row_keys
 from dpsmooth_spark.core.kernel import PassSpec, partial_sums
+from dpsmooth_spark.mechanisms import adaptive
 from dpsmooth_spark.mechanisms.public_domains import PublicDomains
 from dpsmooth_spark.mechanisms.synthesizer import (
     SynthesisResult,
@@ -124,16 +125,27 @@ class Synthesizer:
                 warnings.warn(warning, stacklevel=2)
             codec = resolved_codec(self.columns, provisional, found, data.schema)
         bounds, nullable = codec.bounds(), codec.null_columns
+        encoded = codec.encode_with_nulls(data)
+        self.result_: SynthesisResult | adaptive.LoopResult
+        if self.params.method == "adaptive":
+            marginals = adaptive.marginal_spec(adaptive.cell_coding(codec), self.settings_)
+            spec = PassSpec(1, null_cells=bool(nullable.any()), marginals=marginals)
+            sums = partial_sums([encoded], bounds.lower, bounds.upper, spec)
+            if not auto:
+                check_rows(sums.rows_seen, sums.rows_invalid, sums.rows_clamped, self.on_invalid)
+            self.accountant_, self.domains_ = accountant, found
+            self.result_ = adaptive.release(sums, marginals, accountant, noise, self.settings_)
+            self.codec_, self.rng_ = codec, rng
+            return self
         spec = replace(
             self.params.pass_spec(bounds.d, codec.lattice(), codec.nominal()),
             null_cells=bool(nullable.any()),
         )
-        encoded = codec.encode_with_nulls(data)
         sums = partial_sums([encoded], bounds.lower, bounds.upper, spec)
         if not auto:
             check_rows(sums.rows_seen, sums.rows_invalid, sums.rows_clamped, self.on_invalid)
         self.accountant_, self.domains_ = accountant, found
-        self.result_: SynthesisResult = fit_from_sums(
+        self.result_ = fit_from_sums(
             sums,
             bounds,
             self.params,
@@ -148,9 +160,17 @@ class Synthesizer:
         self.codec_, self.rng_ = codec, rng
         return self
 
+    @property
+    def settings_(self) -> adaptive.LoopSettings:
+        return adaptive.LoopSettings(rounds=self.params.rounds)
+
     def sample(self, rows: int | None = None) -> Any:
         """Synthetic rows (default: as many as the noisy count says), as a pandas DataFrame or an
         Arrow table like the one fitted, with its column types."""
+        if isinstance(self.result_, adaptive.LoopResult):
+            count = rows if rows is not None else max(1, round(self.result_.total))
+            data = adaptive.sample_table(self.result_, self.codec_, count, self.rng_)
+            return data.to_pandas() if self.pandas_ else data
         count = rows if rows is not None else default_rows(self.result_.summary)
         data, _ = sample_table(
             self.result_, count, self.rng_, self.params.herding_rows, self.codec_

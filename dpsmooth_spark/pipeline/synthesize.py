@@ -13,8 +13,10 @@ import pyarrow as pa
 
 from dpsmooth_spark.config import ReleaseConfig
 from dpsmooth_spark.core.columns import TableCodec
+from dpsmooth_spark.core.kernel import PassSpec
 from dpsmooth_spark.core.sampling import herds
 from dpsmooth_spark.evaluation.metrics import distinct_rows
+from dpsmooth_spark.mechanisms import adaptive
 from dpsmooth_spark.mechanisms.synthesizer import (
     NoisySummary,
     SynthesizerParams,
@@ -30,6 +32,7 @@ from dpsmooth_spark.pipeline.row_checks import InvalidDataError
 from dpsmooth_spark.spark import io
 
 MECHANISM = "smooth_pca"
+ADAPTIVE = "adaptive_marginals"
 EXECUTOR_SAMPLING_ROWS = 1_000_000
 """Above this many rows ``output.sampling: auto`` draws them in the executors."""
 
@@ -39,6 +42,8 @@ __all__ = ["MECHANISM", "InvalidDataError", "ReleaseReport", "run_synthesize"]
 def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
     """Run a full release described by ``config``; see ``docs/privacy.md`` for the guarantee."""
     params = config.mechanism
+    if params.method == "adaptive":
+        return _run_adaptive(config, quiet)
     run = ReleaseRun.start(config, MECHANISM, quiet, lambda codec: _check_plan(params, codec))
     nullable = run.codec.null_columns
     if run.previous is None:
@@ -168,6 +173,57 @@ def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
     }
     manifest = run.manifest(accountant, mechanism, output, result.timings)
     return run.write(data, {"summary.json": summary.to_dict()}, manifest)
+
+
+def _run_adaptive(config: ReleaseConfig, quiet: bool) -> ReleaseReport:
+    """The adaptive mechanism's release: one data pass counts every candidate marginal, the loop
+    spends the budget on them (``mechanisms/adaptive.py``), records come from its model."""
+    params = config.mechanism
+    run = ReleaseRun.start(config, ADAPTIVE, quiet)
+    settings = adaptive.LoopSettings(rounds=params.rounds)
+    coding = adaptive.cell_coding(run.codec)
+    if run.previous is None:
+        with run.charged():
+            marginals = adaptive.marginal_spec(coding, settings)
+            sums = run.exact_sums(
+                PassSpec(1, null_cells=bool(run.codec.null_columns.any()), marginals=marginals)
+            )
+            accountant = run.new_accountant()
+            with run.log.stage("select, measure, estimate"):
+                result = adaptive.release(sums, marginals, accountant, run.noise, settings)
+                run.persist(accountant, {**result.to_dict(), "columns": config.column_names})
+    else:
+        accountant = run.reused_accountant()
+        with run.log.stage("estimate"):
+            result = adaptive.LoopResult.from_dict(
+                run.previous.statistics, coding.sizes, settings.iterations
+            )
+    run.log.note(
+        f"measured {len(result.measurements)} marginals ({len(result.selected)} picked); model "
+        f"cliques: {len(result.model.tree.cliques)}"
+    )
+    rows = config.output.rows or max(1, round(result.total))
+    with run.log.stage("sampling"):
+        data = adaptive.sample_table(result, run.codec, rows, run.rng)
+    mechanism = {
+        "reference": "AIM (McKenna, Mullins, Sheldon, Miklau, VLDB 2022): marginals picked by "
+        "the exponential mechanism, estimated by a graphical model (Private-PGM); "
+        "docs/mechanisms.md",
+        "parameters": {"method": "adaptive", "rounds": params.rounds},
+        "cells": list(coding.sizes),
+        "measured": [
+            {"scope": [run.codec.names[v] for v in m.scope], "round": m.round, "noise_std": m.std}
+            for m in result.measurements
+        ],
+        "model_cliques": [[run.codec.names[v] for v in c] for c in result.model.tree.cliques],
+    }
+    output = {
+        "rows": rows,
+        "sampled_on": "driver",
+        "files": "data/*.parquet, summary.json (DP measurements), manifest.json",
+    }
+    manifest = run.manifest(accountant, mechanism, output, {})
+    return run.write(data, {"summary.json": result.to_dict()}, manifest)
 
 
 def _check_plan(params: SynthesizerParams, codec: TableCodec) -> None:

@@ -100,6 +100,7 @@ def _zero(d: int, spec: PassSpec) -> ExactSums:
         spec.null_cells,
         0 if spec.tables is None else spec.tables.size,
         spec.clip_levels,
+        0 if spec.marginals is None else int(spec.marginals.offsets[-1]),
     )
 
 
@@ -121,6 +122,7 @@ def _layout(d: int, spec: PassSpec) -> list[tuple[str, int]]:
             "clipped",
             2 * (len(spec.clip_levels) + 1) * (d * (d - 1) // 2) if spec.clip_levels else 0,
         ),
+        ("marginals", 0 if spec.marginals is None else int(spec.marginals.offsets[-1])),
         ("counters", len(_COUNTERS)),
     ]
 
@@ -231,6 +233,7 @@ def _merge_results(results: DataFrame, d: int, spec: PassSpec) -> ExactSums:
         fields["atoms"].reshape(d, 2).copy() if spec.histogram_cells else None,
         tuple(spec.clip_levels),
         _clipped(fields["clipped"], d, spec),
+        fields["marginals"].copy() if spec.marginals is not None else None,
     )
 
 

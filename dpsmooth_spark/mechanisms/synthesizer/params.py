@@ -21,6 +21,24 @@ class SynthesizerParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    method: Literal["fixed", "adaptive"] = Field(
+        default="fixed",
+        description=(
+            "fixed: the budget plan below (Chebyshev basis, histograms, tables, PSI); adaptive: "
+            "one loop that measures the 1-, 2- and 3-way cell marginals its estimate gets most "
+            "wrong, picked privately round by round (mechanisms/adaptive.py), and ignores the "
+            "other keys but rounds."
+        ),
+    )
+    rounds: int | None = Field(
+        default=None,
+        ge=2,
+        le=10_000,
+        description=(
+            "adaptive: rounds the budget is first split into (each one-way marginal counts as "
+            "one); null: 2 d under pure epsilon-DP, 16 d in zCDP."
+        ),
+    )
     basis: Literal["auto", "marginal", "pairwise", "pairs"] = Field(
         default="auto",
         description=(

@@ -1,0 +1,71 @@
+"""Cell coding and marginal counts (core/cell_marginals.py), against the marginal yardstick's
+own coder (shared/tools/marginals.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from dpsmooth_spark.core.cell_marginals import CellCoding, CellMarginals
+
+SCORER = Path(__file__).resolve().parents[3] / "shared" / "tools" / "marginals.py"
+
+
+@pytest.fixture(scope="module")
+def scorer():
+    if not SCORER.exists():
+        pytest.skip("shared/tools/marginals.py is not next to the checkout")
+    spec = importlib.util.spec_from_file_location("marginals", SCORER)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    return tool
+
+
+@pytest.mark.parametrize(
+    ("column", "levels", "nominal"),
+    [
+        ({"name": "n", "lower": 0, "upper": 84}, 85, False),  # a wide integer: 16 cells
+        ({"name": "n", "lower": 3, "upper": 9}, 7, False),  # a narrow one: a cell per value
+        ({"name": "n", "lower": 0.0, "upper": 5.0}, 0, False),  # continuous
+        ({"name": "n", "values": list(range(42))}, 42, True),  # 42 categories: 42 cells
+    ],
+)
+def test_codes_are_the_yardsticks_cells(scorer, column, levels, nominal) -> None:
+    rng = np.random.default_rng(0)
+    lo, hi = (0, levels - 1) if nominal else (column["lower"], column["upper"])
+    if levels:
+        values = rng.integers(lo, hi + 1, 5_000)
+    else:
+        values = rng.uniform(lo, hi, 5_000)
+    code, _ = scorer.coder(column)
+    expected = code(pa.array(values.tolist()))
+    scaled = -1.0 + 2.0 * (values - lo) / (hi - lo)
+    coding = CellCoding((levels,), (False,), (nominal,))
+    np.testing.assert_array_equal(coding.codes(scaled[:, None])[:, 0], expected)
+
+
+def test_decoded_values_fall_in_their_cells() -> None:
+    coding = CellCoding((85, 0, 5, 2), (False, True, False, False), (False, False, True, False))
+    rng = np.random.default_rng(1)
+    codes = np.column_stack([rng.integers(0, k, 10_000) for k in coding.sizes])
+    scaled, nulls = coding.decode(codes, rng)
+    assert np.array_equal(nulls[:, 1], codes[:, 1] == 16)
+    again = coding.codes(np.nan_to_num(scaled), nulls)
+    np.testing.assert_array_equal(again, codes)
+    lattice = (scaled[:, 0] + 1.0) / 2.0 * 84  # on the integer points
+    np.testing.assert_allclose(lattice, np.rint(lattice), atol=1e-9)
+
+
+def test_counts_of_scopes_with_nulls() -> None:
+    coding = CellCoding((2, 0), (False, True), (True, False))
+    spec = CellMarginals(coding, ((0,), (1,), (0, 1)))
+    x = np.array([[-1.0, -0.99], [1.0, 0.99], [1.0, 0.0]])
+    nulls = np.array([[False, False], [False, False], [False, True]])
+    parts = spec.split(spec.counts(x, nulls))
+    assert parts[(0,)].tolist() == [1, 2]
+    assert parts[(1,)][0] == 1 and parts[(1,)][15] == 1 and parts[(1,)][16] == 1
+    assert parts[(0, 1)].reshape(2, 17)[1, 16] == 1
