@@ -15,7 +15,7 @@ answer one data pass computes. The loop on the driver:
 Pure epsilon-DP: Laplace counts and permute-and-flip selection under basic composition. The
 (epsilon, delta) mode: Gaussian counts and the exponential mechanism in zCDP. Each measurement
 is a :class:`Measurement` (scope, noisy counts, noise); the fit reads only that list.
-``docs/privacy.md`` section 3h derives the sensitivities and the composition.
+``docs/privacy.md`` section 3j derives the sensitivities and the composition.
 """
 
 from __future__ import annotations
@@ -203,6 +203,24 @@ def _measure(
     return Measurement(scope, noise.gaussian(exact, scale), scale, round_)
 
 
+def _select(
+    scores: np.ndarray,
+    weights: np.ndarray,
+    budget: float,
+    accountant: PrivacyAccountant,
+    noise: NoiseSource,
+    round_: int,
+) -> int:
+    """The exponential mechanism's pick among the candidates' ``scores``: a record moves the
+    score of a candidate of weight ``w`` by at most ``w`` (one count of its marginal by one),
+    either way, so the sensitivity is the largest weight (permute-and-flip under pure DP, Gumbel
+    noise in zCDP; ``NoiseSource.top_k``)."""
+    sensitivity = float(weights.max())
+    scale = accountant.selection_scale(sensitivity, budget, 1)
+    accountant.charge_selection(f"adaptive.select.{round_}", sensitivity, scale, 1)
+    return int(noise.top_k(scores, 1, scale, accountant.pure)[0])
+
+
 def _noise_l1(measurement_std: float, cells: int, pure: bool) -> float:
     """Expected L1 norm of a marginal's noise: ``b`` per Laplace count, ``sqrt(2/pi) sigma`` per
     Gaussian one."""
@@ -288,10 +306,8 @@ def run_loop(
                 for c in fitting
             ]
         )
-        sensitivity = max(c.weight for c in fitting)
-        scale = accountant.selection_scale(sensitivity, select_budget, 1)
-        accountant.charge_selection(f"adaptive.select.{round_}", sensitivity, scale, 1)
-        pick = fitting[int(noise.top_k(scores, 1, scale, pure)[0])]
+        weights = np.array([c.weight for c in fitting])
+        pick = fitting[_select(scores, weights, select_budget, accountant, noise, round_)]
         before = total * model.marginal(pick.scope)
         measurements.append(
             _measure(pick.scope, answer(pick.scope), measure_budget, accountant, noise, round_)
