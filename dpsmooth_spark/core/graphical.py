@@ -240,8 +240,11 @@ class GraphicalModel:
             i = self.tree.parents[i]
         return i
 
-    def sample(self, rows: int, rng: np.random.Generator) -> np.ndarray:
-        """``(rows, d)`` i.i.d. cell codes, forward-sampled along the tree."""
+    def sample(self, rows: int, rng: np.random.Generator, stratified: bool = True) -> np.ndarray:
+        """``(rows, d)`` cell codes, forward-sampled along the tree. ``stratified``: the rows that
+        share a separator's cells draw their uniforms as one stratified sample (a random
+        permutation of ``(r + U) / m``), so each clique's counts follow the model up to rounding
+        instead of multinomial noise, and rows stay exchangeable; else i.i.d."""
         marginals = self.clique_marginals()
         cliques, parents = self.tree.cliques, self.tree.parents
         out = np.zeros((rows, len(self.sizes)), dtype=np.int64)
@@ -265,12 +268,27 @@ class GraphicalModel:
             # searchsorted draws every record (inverse CDF)
             width = table.shape[1]
             shifted = (cumulative + np.arange(table.shape[0])[:, None]).ravel()
-            picked = np.searchsorted(shifted, at + rng.random(rows), side="right") - at * width
+            u = _stratified(at, table.shape[0], rng) if stratified else rng.random(rows)
+            picked = np.searchsorted(shifted, at + u, side="right") - at * width
             picked = np.minimum(picked, table.shape[1] - 1)
             codes = np.unravel_index(picked, [self.sizes[v] for v in rest])
             for v, c in zip(rest, codes, strict=True):
                 out[:, v] = c
         return out
+
+
+def _stratified(groups: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
+    """One uniform per row: within each group of ``m`` rows, ``(r + U_group) / m`` for a random
+    order ``r`` of its rows, so the group's inverse-CDF draws hit every stratum once."""
+    rows = groups.size
+    order = np.lexsort((rng.random(rows), groups))  # by group, in random order within it
+    sizes = np.bincount(groups, minlength=count)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    ranks = np.arange(rows) - starts[groups[order]]
+    offsets = rng.random(count)
+    u = np.empty(rows)
+    u[order] = (ranks + offsets[groups[order]]) / sizes[groups[order]]
+    return u
 
 
 def _product(

@@ -115,3 +115,23 @@ def test_the_library_releases_a_table_of_the_inputs_types() -> None:
     # nulls at about their rate: 0.2 +- 0.05 is over five standard deviations of 2,000 draws
     # plus the noise of a 3,000-row release at epsilon 1 (seeded)
     assert 0.15 < out["score"].isna().mean() < 0.25
+
+
+def test_the_array_synthesizer_runs_the_loop_on_numeric_columns() -> None:
+    from dpsmooth_spark.mechanisms.synthesizer import ArraySynthesizer, SynthesizerParams
+
+    rng = np.random.default_rng(5)
+    x = rng.uniform(0, 10, 2_000)
+    table = {"x": x, "y": x + rng.normal(0, 1, x.size), "label": (x > 5).astype(float)}
+    bounds = {"x": (0.0, 10.0), "y": (-5.0, 15.0), "label": (0.0, 1.0)}
+    synth = ArraySynthesizer(
+        1.0,
+        bounds,
+        params=SynthesizerParams(method="adaptive"),
+        levels={"label": 2},
+        random_state=0,
+    ).fit(table)
+    out = synth.sample(1_000)
+    assert set(np.unique(out["label"])) <= {0.0, 1.0}
+    assert (out["y"] >= -5.0).all() and (out["y"] <= 15.0).all()
+    assert synth.accountant_.spent_epsilon() == pytest.approx(1.0)

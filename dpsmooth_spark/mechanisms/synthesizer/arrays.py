@@ -13,7 +13,9 @@ from typing import Any
 import numpy as np
 
 from dpsmooth_spark.core.bounds import PublicBounds, scale_to_unit
-from dpsmooth_spark.core.kernel import ExactSums, partial_sums, valid_rows
+from dpsmooth_spark.core.cell_marginals import CellCoding
+from dpsmooth_spark.core.kernel import ExactSums, PassSpec, partial_sums, valid_rows
+from dpsmooth_spark.mechanisms import adaptive
 from dpsmooth_spark.mechanisms.synthesizer.fit import SynthesisResult, fit_from_summary
 from dpsmooth_spark.mechanisms.synthesizer.measure import RowsPass, release_summary
 from dpsmooth_spark.mechanisms.synthesizer.params import SynthesizerParams
@@ -95,8 +97,26 @@ class ArraySynthesizer:
         """Fit on a pandas DataFrame, pyarrow Table or mapping of column arrays (in memory)."""
         domain = self.public_bounds
         data = np.column_stack([_column(table, c) for c in domain.columns])
+        if self.params.method == "adaptive":
+            return self._fit_adaptive(data)
         sums = partial_sums([data], domain.lower, domain.upper, self.params.pass_spec(domain.d))
         return self.fit_sums(sums, rows_pass_over(data, domain))
+
+    def _fit_adaptive(self, data: np.ndarray) -> ArraySynthesizer:
+        """The adaptive loop (``mechanisms/adaptive.py``) on the columns' cells."""
+        domain = self.public_bounds
+        self.coding_ = CellCoding(
+            tuple(int(v) for v in self.lattice), (False,) * domain.d, (False,) * domain.d
+        )
+        settings = adaptive.LoopSettings(rounds=self.params.rounds)
+        marginals = adaptive.marginal_spec(self.coding_, settings)
+        sums = partial_sums([data], domain.lower, domain.upper, PassSpec(1, marginals=marginals))
+        rng = self._rng()
+        noise = NoiseSource(rng if self.random_state is not None else None)
+        self.accountant_ = PrivacyAccountant(self.epsilon, self.delta)
+        self.adaptive_ = adaptive.release(sums, marginals, self.accountant_, noise, settings)
+        self.noise_, self.sampling_rng_ = noise, rng
+        return self
 
     def fit_sums(self, sums: ExactSums, rows_pass: RowsPass | None = None) -> ArraySynthesizer:
         """Fit from exact sums computed elsewhere (e.g. the Spark data pass), with a second pass
@@ -121,6 +141,11 @@ class ArraySynthesizer:
     def sample(self, rows: int | None = None) -> dict[str, np.ndarray]:
         """Synthetic records in original units, as ``{column: array}``; default rows = noisy
         count."""
+        if self.params.method == "adaptive":
+            count = rows if rows is not None else max(1, round(self.adaptive_.total))
+            scaled, _ = self.adaptive_.sample(self.coding_, count, self.sampling_rng_)
+            out = self.public_bounds.unscale(scaled)
+            return {name: out[:, i] for i, name in enumerate(self.public_bounds.columns)}
         if rows is None:
             rows = max(1, round(self.result_.summary.noisy_count))
         scaled = sample_scaled(self.result_, rows, self.sampling_rng_, self.params.herding_rows)
