@@ -34,6 +34,15 @@ def _brute_joint(model: GraphicalModel) -> np.ndarray:
     return joint / joint.sum()
 
 
+def _exact_marginals(joint: np.ndarray) -> list[Observed]:
+    """The marginals of ``joint`` on :data:`SCOPES`, as measurements of noise 0.01."""
+    out = []
+    for scope in SCOPES:
+        other = tuple(v for v in range(len(SIZES)) if v not in scope)
+        out.append(Observed(scope, joint.sum(axis=other).ravel(), 0.01))
+    return out
+
+
 def test_junction_tree_has_the_running_intersection_property() -> None:
     tree = junction_tree(SIZES, SCOPES)
     for scope in SCOPES:
@@ -55,11 +64,7 @@ def test_every_marginal_matches_the_enumerated_joint() -> None:
 
 
 def test_fit_recovers_the_measured_marginals_of_a_model_it_can_express() -> None:
-    truth = _brute_joint(_random_model(1))
-    observed = []
-    for scope in SCOPES:
-        other = tuple(v for v in range(len(SIZES)) if v not in scope)
-        observed.append(Observed(scope, truth.sum(axis=other).ravel(), 0.01))
+    observed = _exact_marginals(_brute_joint(_random_model(1)))
     model = fit_model(SIZES, observed, 500)
     for o in observed:
         assert np.abs(model.marginal(o.scope) - o.values).sum() < 0.01
@@ -76,11 +81,7 @@ def test_unmeasured_relations_stay_independent() -> None:
 
 
 def test_warm_start_continues_from_the_previous_fit() -> None:
-    truth = _brute_joint(_random_model(3))
-    observed = []
-    for scope in SCOPES:
-        other = tuple(v for v in range(len(SIZES)) if v not in scope)
-        observed.append(Observed(scope, truth.sum(axis=other).ravel(), 0.01))
+    observed = _exact_marginals(_brute_joint(_random_model(3)))
     first = fit_model(SIZES, observed[:3], 300)
     warm = fit_model(SIZES, observed, 1, start=first)
     cold = fit_model(SIZES, observed, 1)
