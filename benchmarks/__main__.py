@@ -16,6 +16,7 @@ COMMANDS = {
     "stages": "benchmarks.stages",  # driver stage times and memory over R x C
     "accuracy": "benchmarks.accuracy",  # correlation error of the fit at 10^6 .. 10^7 rows
     "mixed": "benchmarks.mixed",  # mixed tables (Adult): 1-, 2-, 3-way TVD, TSTR AUC
+    "relation": "benchmarks.relation",  # a strong age/bmi relation through 10 releases
     "units": "benchmarks.units",  # person-level releases: fidelity, the bounded pass's cost
     "wide": "benchmarks.wide",  # 100-300 columns: factor tables vs independent columns and MST
     "domains": "benchmarks.domains",  # auto bounds (DP quantiles), auto values (selection)
