@@ -157,6 +157,20 @@ def cell_coding(codec: TableCodec) -> CellCoding:
     )
 
 
+def record_sampler(
+    result: LoopResult, coding: CellCoding
+) -> Callable[[int, np.random.Generator], tuple[np.ndarray, np.ndarray | None]]:
+    """``draw(count, rng) -> (scaled records, null mask or None)``: what an executor needs of the
+    model (its clique tables and the coding), to draw its share of the rows."""
+    model, nullable = result.model, any(coding.nullable)
+
+    def draw(count: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None]:
+        scaled, nulls = coding.decode(model.sample(count, rng), rng)
+        return scaled, nulls if nullable else None
+
+    return draw
+
+
 def sample_table(
     result: LoopResult, codec: TableCodec, rows: int, rng: np.random.Generator
 ) -> pa.Table:

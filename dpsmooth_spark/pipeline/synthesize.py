@@ -203,8 +203,23 @@ def _run_adaptive(config: ReleaseConfig, quiet: bool) -> ReleaseReport:
         f"cliques: {len(result.model.tree.cliques)}"
     )
     rows = config.output.rows or max(1, round(result.total))
-    with run.log.stage("sampling"):
-        data = adaptive.sample_table(result, run.codec, rows, run.rng)
+    on_executors = config.output.sampling == "executors" or (
+        config.output.sampling == "auto" and rows > EXECUTOR_SAMPLING_ROWS
+    )
+    data: pa.Table | io.DataWriter
+    if on_executors:
+        data = io.draw_on_executors(
+            run.spark(),
+            adaptive.record_sampler(result, coding),
+            run.codec,
+            rows,
+            int(run.rng.integers(2**62)),
+            config.output.partitions or max(1, -(-rows // 1_000_000)),
+            config.output.partition_by if config.output.format == "parquet" else None,
+        )
+    else:
+        with run.log.stage("sampling"):
+            data = adaptive.sample_table(result, run.codec, rows, run.rng)
     mechanism = {
         "reference": "AIM (McKenna, Mullins, Sheldon, Miklau, VLDB 2022): marginals picked by "
         "the exponential mechanism, estimated by a graphical model (Private-PGM); "
@@ -219,7 +234,7 @@ def _run_adaptive(config: ReleaseConfig, quiet: bool) -> ReleaseReport:
     }
     output = {
         "rows": rows,
-        "sampled_on": "driver",
+        "sampled_on": "executors" if on_executors else "driver",
         "files": "data/*.parquet, summary.json (DP measurements), manifest.json",
     }
     manifest = run.manifest(accountant, mechanism, output, {})

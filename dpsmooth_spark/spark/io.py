@@ -532,45 +532,64 @@ def sample_on_executors(
     (a column or ``date``) writes Hive-style partition folders. (Spark's Parquet writer marks
     every column nullable; the driver-side writer keeps the input's nullability.)
     """
-    from pyspark.sql.pandas.types import from_arrow_schema
-
     from dpsmooth_spark.core.sampling import sample_records, spread_levels, stratifying_order
 
     # once here, not in every partition; on the lattice columns first, as the driver sorts
     order = stratifying_order(candidates, codec.lattice())
+
+    def draw(count: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None]:
+        scaled = sample_records(
+            candidates,
+            weights,
+            count,
+            jitter,
+            rng,
+            independent=independent,
+            atoms=atoms,
+            copula=copula,
+            order=order,
+        )
+        for column, levels, representative, group, spread in rare:
+            scaled = spread_levels(scaled, column, levels, representative, group, spread, rng)
+        nulls = None if null_shares is None else rng.uniform(size=scaled.shape) < null_shares
+        return scaled, nulls
+
+    return draw_on_executors(spark, draw, codec, rows, seed, partitions, partition_by)
+
+
+def draw_on_executors(
+    spark: SparkSession,
+    draw: Callable[[int, np.random.Generator], tuple[np.ndarray, np.ndarray | None]],
+    codec: TableCodec,
+    rows: int,
+    seed: int,
+    partitions: int,
+    partition_by: str | None = None,
+) -> DataWriter:
+    """A writer whose executors call ``draw(count, rng)`` for their share of ``rows`` (scaled
+    records and their null mask, or ``None``), decode them to the input's types and write them
+    as Parquet; partition ``p`` draws with ``numpy.random.default_rng([seed, p])``, so a release
+    seed fixes the output whatever the cluster, and the driver never holds the rows.
+    ``partition_by`` as in :func:`sample_on_executors`."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
     shares = np.full(partitions, rows // partitions)
     shares[: rows % partitions] += 1
     bounds = codec.bounds()
 
-    def draw(batches):
+    def records(batches):
         for batch in batches:
             for p in batch.column(0).to_numpy():
-                rng = np.random.default_rng([seed, int(p)])
-                scaled = sample_records(
-                    candidates,
-                    weights,
-                    int(shares[p]),
-                    jitter,
-                    rng,
-                    independent=independent,
-                    atoms=atoms,
-                    copula=copula,
-                    order=order,
-                )
-                for column, levels, representative, group, spread in rare:
-                    scaled = spread_levels(
-                        scaled, column, levels, representative, group, spread, rng
-                    )
-                nulls = (
-                    None if null_shares is None else rng.uniform(size=scaled.shape) < null_shares
-                )
+                scaled, nulls = draw(int(shares[p]), np.random.default_rng([seed, int(p)]))
+                if nulls is not None:
+                    scaled = np.where(nulls, 0.0, scaled)
                 yield from codec.decode(bounds.unscale(scaled), nulls).to_batches()
 
     schema = from_arrow_schema(codec.schema())
 
     def write(folder: Path) -> None:
         ids = spark.range(0, partitions, numPartitions=partitions)
-        rows_df = ids.mapInArrow(draw, schema)
+        rows_df = ids.mapInArrow(records, schema)
         if partition_by == "date":
             rows_df = rows_df.selectExpr("*", f"'{release_date()}' AS {DATE_COLUMN}")
         writer = rows_df.write.mode("error")
