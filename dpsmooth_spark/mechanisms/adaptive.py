@@ -1,8 +1,8 @@
 """The adaptive mechanism: select, measure, estimate (AIM, McKenna, Mullins, Sheldon, Miklau 2022).
 
-Every column is coded into at most a few dozen cells (``core.cell_marginals``). The candidates
-are the 1-, 2- and 3-way marginals of those cells, each a :class:`Candidate` record whose exact
-answer one data pass computes. The loop on the driver:
+Every column is coded into cells (``core.cell_marginals``: a category's levels, at most 16
+otherwise). The candidates are the 1-, 2- and 3-way marginals of those cells, each a
+:class:`Candidate` record whose exact answer one data pass computes. The loop on the driver:
 
 1. measures every one-way marginal;
 2. then, round after round, estimates the table (``core.graphical.fit_model``, warm-started),
@@ -20,6 +20,7 @@ is a :class:`Measurement` (scope, noisy counts, noise); the fit reads only that 
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Callable, Sequence
@@ -39,7 +40,8 @@ from dpsmooth_spark.privacy.noise import NoiseSource
 Scope = tuple[int, ...]
 
 SELECTION_SHARE = 0.1
-"""Share of each round's budget that the selection spends (AIM's split); the count gets the rest."""
+"""Share of each round's budget that the selection spends (AIM's split); the measurement gets the
+rest."""
 MAX_MODEL_CELLS = 2_000_000
 """Largest model (cells of the junction tree's cliques) the loop may grow to; AIM grows its
 limit with the budget spent, and so does the loop."""
@@ -335,12 +337,12 @@ def run_loop(
     return LoopResult(measurements, model, total, selected)
 
 
-_SIZE_CACHE: dict[tuple[tuple[int, ...], tuple[Scope, ...]], int] = {}
-
-
 def _model_cells(sizes: Sequence[int], scopes: Sequence[Scope], extra: Scope) -> int:
     """Cells of the junction tree over ``scopes`` and ``extra``."""
-    key = (tuple(sizes), tuple(sorted(set(scopes) | {extra})))
-    if key not in _SIZE_CACHE:
-        _SIZE_CACHE[key] = junction_tree(sizes, key[1]).cells(sizes)
-    return _SIZE_CACHE[key]
+    return _tree_cells(tuple(sizes), tuple(sorted(set(scopes) | {extra})))
+
+
+@functools.lru_cache(maxsize=4096)
+def _tree_cells(sizes: tuple[int, ...], scopes: tuple[Scope, ...]) -> int:
+    """Cached: a round asks again for most of the previous round's trees."""
+    return junction_tree(sizes, scopes).cells(sizes)
