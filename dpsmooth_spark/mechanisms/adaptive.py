@@ -117,18 +117,24 @@ class LoopResult:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], sizes: Sequence[int], iterations: int) -> LoopResult:
-        """The fit again from persisted measurements (post-processing only)."""
+        """The fit again from persisted measurements (post-processing only), replayed round by
+        round as the loop warm-started it, so a retry draws the first attempt's model."""
         found = [
             Measurement(tuple(m["scope"]), np.asarray(m["values"], float), m["std"], m["round"])
             for m in data["measurements"]
         ]
-        model, total = _estimate(sizes, found, 10 * iterations, None)
+        first = sum(1 for m in found if m.round == 0)
+        model, total = _estimate(sizes, found[:first], iterations, None)
+        for end in range(first + 1, len(found) + 1):
+            model, total = _estimate(sizes, found[:end], iterations, model)
+        model, total = _estimate(sizes, found, 10 * iterations, model)
         return cls(found, model, total, [m.scope for m in found if m.round > 0])
 
     def sample(
         self, coding: CellCoding, rows: int, rng: np.random.Generator
     ) -> tuple[np.ndarray, np.ndarray]:
-        """``rows`` i.i.d. records from the model: ``(scaled values, null mask)``."""
+        """``rows`` records drawn from the model (stratified along its tree):
+        ``(scaled values, null mask)``."""
         return coding.decode(self.model.sample(rows, rng), rng)
 
 

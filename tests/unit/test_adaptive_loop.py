@@ -135,3 +135,18 @@ def test_the_array_synthesizer_runs_the_loop_on_numeric_columns() -> None:
     assert set(np.unique(out["label"])) <= {0.0, 1.0}
     assert (out["y"] >= -5.0).all() and (out["y"] <= 15.0).all()
     assert synth.accountant_.spent_epsilon() == pytest.approx(1.0)
+
+
+def test_persisted_measurements_give_back_the_same_model() -> None:
+    """A retry re-fits the ledger's measurements round by round, as the loop warm-started them:
+    every marginal of the model comes back to the last bit."""
+    codes = _table(5_000, 6)
+    result = adaptive.run_loop(
+        SIZES, _answers(codes), PrivacyAccountant(1.0), NoiseSource(np.random.default_rng(6))
+    )
+    again = adaptive.LoopResult.from_dict(
+        result.to_dict(), SIZES, adaptive.LoopSettings().iterations
+    )
+    assert again.total == result.total
+    for scope in [(0,), (0, 1), (1, 2, 3), (0, 3)]:
+        np.testing.assert_array_equal(again.model.marginal(scope), result.model.marginal(scope))
