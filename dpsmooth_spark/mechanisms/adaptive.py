@@ -33,7 +33,7 @@ import pyarrow as pa
 from dpsmooth_spark.core.cell_marginals import CellCoding, CellMarginals
 from dpsmooth_spark.core.columns import TableCodec
 from dpsmooth_spark.core.graphical import GraphicalModel, Observed, fit_model, junction_tree
-from dpsmooth_spark.core.kernel import ExactSums
+from dpsmooth_spark.core.kernel import ExactSums, PassSpec
 from dpsmooth_spark.privacy.accountant import PrivacyAccountant
 from dpsmooth_spark.privacy.noise import NoiseSource
 
@@ -194,18 +194,23 @@ def marginal_spec(coding: CellCoding, settings: LoopSettings | None = None) -> C
     return CellMarginals(coding, tuple(c.scope for c in candidates(coding.sizes, max_way)))
 
 
+def pass_spec(coding: CellCoding, settings: LoopSettings | None = None) -> PassSpec:
+    """The data pass of a release: every candidate's counts, nulls in their own cells."""
+    return PassSpec(1, null_cells=any(coding.nullable), marginals=marginal_spec(coding, settings))
+
+
 def release(
     sums: ExactSums,
-    spec: CellMarginals,
+    spec: PassSpec,
     accountant: PrivacyAccountant,
     noise: NoiseSource,
     settings: LoopSettings | None = None,
 ) -> LoopResult:
-    """The loop on the exact counts of a data pass that counted ``spec``."""
-    if sums.marginals is None:
+    """The loop on the exact counts of a data pass that ran ``spec`` (:func:`pass_spec`)."""
+    if sums.marginals is None or spec.marginals is None:
         raise ValueError("the data pass did not count the candidates' cells")
-    answers = spec.split(sums.marginals.astype(np.float64))
-    return run_loop(spec.coding.sizes, answers.__getitem__, accountant, noise, settings)
+    answers = spec.marginals.split(sums.marginals.astype(np.float64))
+    return run_loop(spec.marginals.coding.sizes, answers.__getitem__, accountant, noise, settings)
 
 
 def _measure(

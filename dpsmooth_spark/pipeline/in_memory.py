@@ -128,13 +128,12 @@ class Synthesizer:
         encoded = codec.encode_with_nulls(data)
         self.result_: SynthesisResult | adaptive.LoopResult
         if self.params.method == "adaptive":
-            marginals = adaptive.marginal_spec(adaptive.cell_coding(codec), self.settings_)
-            spec = PassSpec(1, null_cells=bool(nullable.any()), marginals=marginals)
+            spec = adaptive.pass_spec(adaptive.cell_coding(codec), self.settings_)
             sums = partial_sums([encoded], bounds.lower, bounds.upper, spec)
             if not auto:
                 check_rows(sums.rows_seen, sums.rows_invalid, sums.rows_clamped, self.on_invalid)
             self.accountant_, self.domains_ = accountant, found
-            self.result_ = adaptive.release(sums, marginals, accountant, noise, self.settings_)
+            self.result_ = adaptive.release(sums, spec, accountant, noise, self.settings_)
             self.codec_, self.rng_ = codec, rng
             return self
         spec = replace(

@@ -13,7 +13,6 @@ import pyarrow as pa
 
 from dpsmooth_spark.config import ReleaseConfig
 from dpsmooth_spark.core.columns import TableCodec
-from dpsmooth_spark.core.kernel import PassSpec
 from dpsmooth_spark.core.sampling import herds
 from dpsmooth_spark.evaluation.metrics import distinct_rows
 from dpsmooth_spark.mechanisms import adaptive
@@ -184,13 +183,11 @@ def _run_adaptive(config: ReleaseConfig, quiet: bool) -> ReleaseReport:
     coding = adaptive.cell_coding(run.codec)
     if run.previous is None:
         with run.charged():
-            marginals = adaptive.marginal_spec(coding, settings)
-            sums = run.exact_sums(
-                PassSpec(1, null_cells=bool(run.codec.null_columns.any()), marginals=marginals)
-            )
+            spec = adaptive.pass_spec(coding, settings)
+            sums = run.exact_sums(spec)
             accountant = run.new_accountant()
             with run.log.stage("select, measure, estimate"):
-                result = adaptive.release(sums, marginals, accountant, run.noise, settings)
+                result = adaptive.release(sums, spec, accountant, run.noise, settings)
                 run.persist(accountant, {**result.to_dict(), "columns": config.column_names})
     else:
         accountant = run.reused_accountant()
