@@ -31,12 +31,31 @@ def _logsumexp(x: np.ndarray, axis: tuple[int, ...] | None = None) -> np.ndarray
 
 @dataclass(frozen=True)
 class Observed:
-    """One noisy marginal the fit matches: ``values`` (flattened, C order over ``scope``, in
-    probability units) with independent noise of standard deviation ``std`` per cell."""
+    """One noisy table the fit matches: ``values`` (flattened, C order, in probability units)
+    with independent noise of standard deviation ``std`` per cell (one number, or one per cell).
+    The table is the model's marginal over ``scope``, or, with ``weights`` (an array that
+    broadcasts over the marginal's shape), the marginal times ``weights`` summed over the
+    columns of ``scope`` not in ``kept`` (a linear query of the marginal)."""
 
     scope: Scope
     values: np.ndarray
-    std: float
+    std: float | np.ndarray
+    weights: np.ndarray | None = None
+    kept: Scope | None = None
+
+    def answer(self, marginal: np.ndarray) -> np.ndarray:
+        """The observed table's model value from the marginal over ``scope`` (its shape)."""
+        if self.weights is None:
+            return marginal.ravel()
+        kept = self.scope if self.kept is None else self.kept
+        return (marginal * self.weights).sum(axis=_axes_without(self.scope, kept)).ravel()
+
+    def pull_back(self, table: np.ndarray, sizes: Sequence[int]) -> np.ndarray:
+        """The gradient over the marginal of ``table``'s gradient over the observed values."""
+        if self.weights is None:
+            return table.reshape([sizes[v] for v in self.scope])
+        kept = self.scope if self.kept is None else self.kept
+        return table.reshape(_shape(sizes, kept, self.scope)) * self.weights
 
 
 @dataclass(frozen=True)
@@ -58,6 +77,22 @@ class JunctionTree:
         if not fits:
             raise ValueError(f"no clique contains {scope}")
         return min(fits, key=lambda i: len(self.cliques[i]))
+
+    def rooted(self, root: int) -> JunctionTree:
+        """The same tree with its root at clique ``root``."""
+        adjacent: list[list[int]] = [[] for _ in self.cliques]
+        for i, parent in enumerate(self.parents):
+            if parent >= 0:
+                adjacent[i].append(parent)
+                adjacent[parent].append(i)
+        parents = [-1] * len(self.cliques)
+        order = [root]
+        for i in order:
+            for j in adjacent[i]:
+                if j != root and parents[j] == -1:
+                    parents[j] = i
+                    order.append(j)
+        return JunctionTree(self.cliques, tuple(parents), tuple(order))
 
 
 def junction_tree(sizes: Sequence[int], scopes: Sequence[Scope]) -> JunctionTree:
@@ -240,18 +275,35 @@ class GraphicalModel:
             i = self.tree.parents[i]
         return i
 
-    def sample(self, rows: int, rng: np.random.Generator, stratified: bool = True) -> np.ndarray:
+    def sample(
+        self,
+        rows: int,
+        rng: np.random.Generator,
+        stratified: bool = True,
+        given: tuple[Scope, np.ndarray] | None = None,
+    ) -> np.ndarray:
         """``(rows, d)`` cell codes, forward-sampled along the tree. ``stratified``: the rows that
         share a separator's cells draw their uniforms as one stratified sample (a random
         permutation of ``(r + U) / m``), so each clique's counts follow the model up to rounding
-        instead of multinomial noise, and rows stay exchangeable; else i.i.d."""
+        instead of multinomial noise, and rows stay exchangeable; else i.i.d. ``given``: a scope
+        that one clique holds and each row's cells there (``(rows, len(scope))``): the rows are
+        drawn from the model given them (the tree is rooted at that clique)."""
         marginals = self.clique_marginals()
-        cliques, parents = self.tree.cliques, self.tree.parents
+        tree = self.tree if given is None else self.tree.rooted(self.tree.home(given[0]))
+        cliques, parents = tree.cliques, tree.parents
         out = np.zeros((rows, len(self.sizes)), dtype=np.int64)
-        for i in self.tree.order:
+        if given is not None:
+            for v, codes in zip(given[0], np.asarray(given[1]).T, strict=True):
+                out[:, v] = codes
+        for i in tree.order:
             clique = cliques[i]
-            sep = () if parents[i] < 0 else _separator(clique, cliques[parents[i]])
+            if parents[i] >= 0:
+                sep = _separator(clique, cliques[parents[i]])
+            else:
+                sep = () if given is None else tuple(v for v in clique if v in given[0])
             rest = tuple(v for v in clique if v not in sep)
+            if not rest:  # a clique that the given cells fill
+                continue
             table = np.transpose(marginals[i], [clique.index(v) for v in sep + rest])
             table = table.reshape(int(np.prod([self.sizes[v] for v in sep])), -1)
             totals = table.sum(axis=1, keepdims=True)
@@ -268,7 +320,7 @@ class GraphicalModel:
             # searchsorted draws every record (inverse CDF)
             width = table.shape[1]
             shifted = (cumulative + np.arange(table.shape[0])[:, None]).ravel()
-            u = _stratified(at, table.shape[0], rng) if stratified else rng.random(rows)
+            u = stratified_uniforms(at, table.shape[0], rng) if stratified else rng.random(rows)
             picked = np.searchsorted(shifted, at + u, side="right") - at * width
             picked = np.minimum(picked, table.shape[1] - 1)
             codes = np.unravel_index(picked, [self.sizes[v] for v in rest])
@@ -277,7 +329,7 @@ class GraphicalModel:
         return out
 
 
-def _stratified(groups: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
+def stratified_uniforms(groups: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
     """One uniform per row: within each group of ``m`` rows, ``(r + U_group) / m`` for a random
     order ``r`` of its rows, so the group's inverse-CDF draws hit every stratum once."""
     rows = groups.size
@@ -312,9 +364,12 @@ def _loss(
     grads = [np.zeros_like(m) for m in marginals]
     loss = 0.0
     for obs, slot in zip(observed, slots, strict=True):
-        gap = marginals[slot].ravel() - obs.values
-        loss += 0.5 * float(np.dot(gap, gap)) / obs.std**2
-        grads[slot] = grads[slot] + (gap / obs.std**2).reshape(grads[slot].shape)
+        gap = obs.answer(marginals[slot]) - obs.values
+        weighted = gap / np.square(obs.std)
+        loss += 0.5 * float(np.dot(gap, weighted))
+        grads[slot] = grads[slot] + np.broadcast_to(
+            obs.pull_back(weighted, model.sizes), grads[slot].shape
+        )
     return loss, grads, marginals
 
 
@@ -323,18 +378,20 @@ def fit_model(
     observed: Sequence[Observed],
     iterations: int,
     start: GraphicalModel | None = None,
+    structure: Sequence[Scope] = (),
 ) -> GraphicalModel:
     """The graphical model over ``sizes`` cells per column whose marginals best fit ``observed``
     (least squares in noise units; the maximum-entropy one among equally good fits, since mirror
     descent from the uniform model never adds structure no measurement asks for). ``start``:
-    a previous fit to continue from (warm start)."""
-    scopes = [o.scope for o in observed]
+    a previous fit to continue from (warm start); ``structure``: scopes that one clique of the
+    tree must hold (zero potentials: they change no probability)."""
+    scopes = [*structure, *(o.scope for o in observed)]
     if start is None:
         model = GraphicalModel.uniform(sizes, scopes)
     else:
         model = start.extended([s for s in scopes if s not in start.scopes])
     slots = [model.scopes.index(o.scope) for o in observed]
-    step = min(o.std for o in observed) ** 2
+    step = min(float(np.min(o.std)) for o in observed) ** 2
     loss, grads, marginals = _loss(model, observed, slots)
     for _ in range(iterations):
         step *= 2.0
