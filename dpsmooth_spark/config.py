@@ -158,6 +158,13 @@ class ColumnConfig(_Strict):
             "Allow nulls: their share is released (a null cell in the histogram) and reproduced."
         ),
     )
+    per_unit: bool = Field(
+        default=False,
+        description=(
+            "An attribute of the privacy unit (constant over its rows; a unit whose rows disagree "
+            "takes its first kept row's value): a release of persons draws it once per unit."
+        ),
+    )
     lower: float | dt.datetime | dt.date | Literal["auto"] | None = Field(
         default=None,
         description=(
@@ -471,6 +478,16 @@ class OutputConfig(_TableLocation):
         le=10**12,
         description="Number of synthetic rows; null: the noisy count.",
     )
+    units: int | None = Field(
+        default=None,
+        ge=1,
+        le=10**11,
+        description=(
+            "A release of persons (privacy.unit with mechanism.method: adaptive) writes this "
+            "many synthetic units, each with its rows and a fresh id in the unit column; null: "
+            "the noisy unit count."
+        ),
+    )
     mode: Literal["error", "overwrite"] = Field(
         default="error",
         description="error if the output exists, or overwrite (replaced atomically).",
@@ -558,6 +575,17 @@ def check_synthesis(
             f"privacy.unit {privacy.unit!r} is also declared as a column; the unit column is "
             "never released: remove it from columns"
         )
+    per_unit = [c.name for c in columns if c.per_unit]
+    if per_unit and privacy.unit is None:
+        raise ValueError(
+            f"columns {per_unit} are declared per_unit, which needs privacy.unit (the unit whose "
+            "attribute they are)"
+        )
+    if per_unit and mechanism.method != "adaptive":
+        raise ValueError(
+            f"columns {per_unit} are declared per_unit: a release of persons needs "
+            "mechanism.method: adaptive"
+        )
     auto_values = [c.name for c in columns if c.auto_values]
     if auto_values and privacy.delta == 0:
         raise ValueError(
@@ -636,6 +664,26 @@ class ReleaseConfig(_Strict):
     def _columns_privacy_and_mechanism_agree(self) -> ReleaseConfig:
         check_synthesis(self.columns, self.privacy, self.mechanism)
         return self
+
+    @model_validator(mode="after")
+    def _units_output(self) -> ReleaseConfig:
+        if "units" not in self.output.model_fields_set:
+            return self
+        if self.privacy.unit is None:
+            raise ValueError("output.units needs privacy.unit: a release of persons has units")
+        if self.mechanism.method != "adaptive":
+            raise ValueError("output.units: a release of persons needs mechanism.method: adaptive")
+        if self.output.rows is not None:
+            raise ValueError(
+                "output.rows and output.units exclude each other: a release of persons writes "
+                "units, and the rows they have"
+            )
+        return self
+
+    @property
+    def persons(self) -> bool:
+        """Whether the release writes persons (a privacy unit and the adaptive mechanism)."""
+        return self.privacy.unit is not None and self.mechanism.method == "adaptive"
 
     @model_validator(mode="after")
     def _catalog_table_output(self) -> ReleaseConfig:

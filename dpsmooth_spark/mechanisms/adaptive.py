@@ -24,16 +24,13 @@ import functools
 import itertools
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
-from dpsmooth_spark.core.cell_marginals import CellCoding, CellMarginals
-from dpsmooth_spark.core.columns import TableCodec
+from dpsmooth_spark.core.cell_marginals import CellCoding
 from dpsmooth_spark.core.graphical import GraphicalModel, Observed, fit_model, junction_tree
-from dpsmooth_spark.core.kernel import ExactSums, PassSpec
 from dpsmooth_spark.privacy.accountant import PrivacyAccountant
 from dpsmooth_spark.privacy.noise import NoiseSource
 
@@ -54,23 +51,27 @@ where all of them fit (their cost grows with the cube of the columns)."""
 
 @dataclass(frozen=True)
 class Candidate:
-    """A marginal the loop may measure: its columns, its cells and its weight (how many columns
-    of the scored workload of 3-way marginals it covers, its score's sensitivity)."""
+    """A table the loop may measure: its columns, its cells, its weight (how many columns of the
+    scored workload of 3-way marginals it covers) and its kind (``rows``: a marginal of the
+    table's rows; a release of persons adds ``units`` and ``pairs``, ``mechanisms/persons.py``)."""
 
     scope: Scope
     cells: int
     weight: float
+    kind: str = "rows"
 
 
 @dataclass(frozen=True)
 class Measurement:
-    """A measured marginal as plain data: its scope, noisy counts (flattened, C order), the noise
-    standard deviation of each count, and the round that measured it (0: the one-way round)."""
+    """A measured table as plain data: its scope, noisy counts (flattened, C order), the noise
+    standard deviation of each count, the round that measured it (0: the first round) and its
+    kind (:class:`Candidate`)."""
 
     scope: Scope
     values: np.ndarray
     std: float
     round: int
+    kind: str = "rows"
 
 
 @dataclass(frozen=True)
@@ -110,24 +111,36 @@ class LoopResult:
                     "values": m.values.tolist(),
                     "std": m.std,
                     "round": m.round,
+                    "kind": m.kind,
                 }
                 for m in self.measurements
             ],
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], sizes: Sequence[int], iterations: int) -> LoopResult:
+    def from_dict(
+        cls, data: dict[str, Any], tables: Sequence[int] | Tables, iterations: int
+    ) -> LoopResult:
         """The fit again from persisted measurements (post-processing only), replayed round by
-        round as the loop warm-started it, so a retry draws the first attempt's model."""
+        round as the loop warm-started it, so a retry draws the first attempt's model.
+        ``tables``: what the loop measured (:class:`Tables`; cells per column: a record table)."""
+        if not isinstance(tables, Tables):
+            tables = Tables(tables, lambda scope: np.zeros(0), 0)
         found = [
-            Measurement(tuple(m["scope"]), np.asarray(m["values"], float), m["std"], m["round"])
+            Measurement(
+                tuple(m["scope"]),
+                np.asarray(m["values"], float),
+                m["std"],
+                m["round"],
+                m.get("kind", "rows"),
+            )
             for m in data["measurements"]
         ]
         first = sum(1 for m in found if m.round == 0)
-        model, total = _estimate(sizes, found[:first], iterations, None)
+        model, total = _estimate(tables, found[:first], iterations, None)
         for end in range(first + 1, len(found) + 1):
-            model, total = _estimate(sizes, found[:end], iterations, model)
-        model, total = _estimate(sizes, found, 10 * iterations, model)
+            model, total = _estimate(tables, found[:end], iterations, model)
+        model, total = _estimate(tables, found, 10 * iterations, model)
         return cls(found, model, total, [m.scope for m in found if m.round > 0])
 
     def sample(
@@ -136,6 +149,71 @@ class LoopResult:
         """``rows`` records drawn from the model (stratified along its tree):
         ``(scaled values, null mask)``."""
         return coding.decode(self.model.sample(rows, rng), rng)
+
+
+class Tables:
+    """What the loop measures and how the model answers it: here the marginals of one table of
+    records (kind ``rows``); ``mechanisms/persons.py`` adds the tables of a release of persons.
+
+    ``sizes``: cells per variable of the model; ``answer(scope)``: a marginal's exact counts.
+    """
+
+    def __init__(
+        self, sizes: Sequence[int], answer: Callable[[Scope], np.ndarray], max_way: int
+    ) -> None:
+        self.sizes = tuple(int(v) for v in sizes)
+        self.answer = answer
+        self.max_way = max_way
+
+    def first(self) -> list[Candidate]:
+        """What the first round measures: every one-way marginal."""
+        return [Candidate((v,), self.sizes[v], 1.0) for v in range(len(self.sizes))]
+
+    def pool(self) -> list[Candidate]:
+        """What each later round may pick from."""
+        return candidates(self.sizes, min(self.max_way, len(self.sizes)))
+
+    def exact(self, c: Candidate) -> np.ndarray:
+        return self.answer(c.scope)
+
+    def size(self, c: Candidate) -> float:
+        """What the first round's split counts as ``c``'s cells."""
+        return float(c.cells)
+
+    def sensitivity(self, kind: str) -> float:
+        """A table's L1 sensitivity in the accountant's units (it multiplies by the rows a
+        privacy unit may contribute): one record moves one count of a marginal by one."""
+        return 1.0
+
+    def prepare(self, model: GraphicalModel, total: float) -> None:
+        """Cache what :meth:`predict` and :meth:`scale` need of a fitted model."""
+        self._cliques, self._total = model.clique_marginals(), total
+        self._model = model
+
+    def predict(self, c: Candidate) -> np.ndarray:
+        """The prepared model's answer to ``c``, in counts."""
+        return self._total * self._model.marginal(c.scope, self._cliques)
+
+    def scale(self, c: Candidate) -> float:
+        """What turns ``c``'s error into the rows' units for the score (1: already)."""
+        return 1.0
+
+    def model_scope(self, c: Candidate) -> Scope | None:
+        """The model's scope ``c`` measures (``None``: it does not enter the model)."""
+        return c.scope
+
+    def observed(self, m: Measurement) -> Observed | None:
+        """What ``m`` tells the model, in counts (``None``: nothing)."""
+        return Observed(m.scope, m.values, m.std)
+
+    def rows_sum(self, m: Measurement) -> tuple[float, float] | None:
+        """``m``'s estimate of the table's rows and its variance (``None``: none)."""
+        return float(m.values.sum()), m.std**2 * m.values.size
+
+    @property
+    def structure(self) -> tuple[Scope, ...]:
+        """Scopes one clique of the model must hold whatever was measured."""
+        return ()
 
 
 def candidates(sizes: Sequence[int], max_way: int) -> list[Candidate]:
@@ -156,63 +234,6 @@ def candidates(sizes: Sequence[int], max_way: int) -> list[Candidate]:
     return out
 
 
-def cell_coding(codec: TableCodec) -> CellCoding:
-    """The cells of a table's columns (``core.cell_marginals``), from its public domains."""
-    return CellCoding(
-        tuple(int(v) for v in codec.lattice()),
-        tuple(bool(v) for v in codec.null_columns),
-        tuple(bool(v) for v in codec.nominal()),
-    )
-
-
-def record_sampler(
-    result: LoopResult, coding: CellCoding
-) -> Callable[[int, np.random.Generator], tuple[np.ndarray, np.ndarray | None]]:
-    """``draw(count, rng) -> (scaled records, null mask or None)``: what an executor needs of the
-    model (its clique tables and the coding), to draw its share of the rows."""
-    model, nullable = result.model, any(coding.nullable)
-
-    def draw(count: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None]:
-        scaled, nulls = coding.decode(model.sample(count, rng), rng)
-        return scaled, nulls if nullable else None
-
-    return draw
-
-
-def sample_table(
-    result: LoopResult, codec: TableCodec, rows: int, rng: np.random.Generator
-) -> pa.Table:
-    """``rows`` records from the model, decoded to the input's types."""
-    scaled, nulls = result.sample(cell_coding(codec), rows, rng)
-    values = codec.bounds().unscale(np.where(nulls, 0.0, scaled))
-    return codec.decode(values, nulls if nulls.any() else None)
-
-
-def marginal_spec(coding: CellCoding, settings: LoopSettings | None = None) -> CellMarginals:
-    """What the data pass counts: every candidate's cells."""
-    max_way = (settings or LoopSettings()).max_way
-    return CellMarginals(coding, tuple(c.scope for c in candidates(coding.sizes, max_way)))
-
-
-def pass_spec(coding: CellCoding, settings: LoopSettings | None = None) -> PassSpec:
-    """The data pass of a release: every candidate's counts, nulls in their own cells."""
-    return PassSpec(1, null_cells=any(coding.nullable), marginals=marginal_spec(coding, settings))
-
-
-def release(
-    sums: ExactSums,
-    spec: PassSpec,
-    accountant: PrivacyAccountant,
-    noise: NoiseSource,
-    settings: LoopSettings | None = None,
-) -> LoopResult:
-    """The loop on the exact counts of a data pass that ran ``spec`` (:func:`pass_spec`)."""
-    if sums.marginals is None or spec.marginals is None:
-        raise ValueError("the data pass did not count the candidates' cells")
-    answers = spec.marginals.split(sums.marginals.astype(np.float64))
-    return run_loop(spec.marginals.coding.sizes, answers.__getitem__, accountant, noise, settings)
-
-
 def _measure(
     scope: Scope,
     exact: np.ndarray,
@@ -220,14 +241,19 @@ def _measure(
     accountant: PrivacyAccountant,
     noise: NoiseSource,
     round_: int,
+    kind: str = "rows",
+    sensitivity: float = 1.0,
 ) -> Measurement:
-    """A marginal's counts with the noise that spends ``budget`` (sensitivity 1 per record: one
-    record moves one count by one)."""
-    scale = accountant.noise_scale(1.0, budget)
-    accountant.charge(f"adaptive.marginal.{round_}", 1.0, scale)
+    """A table's counts with the noise that spends ``budget``; ``sensitivity`` in the
+    accountant's units (1 for a marginal of records: one record moves one count by one)."""
+    scale = accountant.noise_scale(sensitivity, budget)
+    stage = "marginal" if kind == "rows" else kind
+    accountant.charge(f"adaptive.{stage}.{round_}", sensitivity, scale)
     if accountant.pure:
-        return Measurement(scope, noise.laplace(exact, scale), math.sqrt(2.0) * scale, round_)
-    return Measurement(scope, noise.gaussian(exact, scale), scale, round_)
+        values, std = noise.laplace(exact, scale), math.sqrt(2.0) * scale
+    else:
+        values, std = noise.gaussian(exact, scale), scale
+    return Measurement(scope, values, std, round_, kind)
 
 
 def _select(
@@ -257,51 +283,58 @@ def _noise_l1(measurement_std: float, cells: int, pure: bool) -> float:
     return per_cell * cells
 
 
-def _total(measurements: Sequence[Measurement]) -> float:
-    """The table's size from every measurement's sum, each weighted by its inverse variance."""
-    totals = np.array([m.values.sum() for m in measurements])
-    variances = np.array([m.std**2 * m.values.size for m in measurements])
-    return max(1.0, float(np.sum(totals / variances) / np.sum(1.0 / variances)))
-
-
 def _estimate(
-    sizes: Sequence[int],
+    tables: Tables,
     measurements: Sequence[Measurement],
     iterations: int,
     start: GraphicalModel | None,
 ) -> tuple[GraphicalModel, float]:
-    total = _total(measurements)
-    observed = [Observed(m.scope, m.values / total, m.std / total) for m in measurements]
-    return fit_model(sizes, observed, iterations, start), total
+    """The model of the measurements, and the table's size: every measured sum, each weighted
+    by its inverse variance."""
+    sums = np.array([s for s in map(tables.rows_sum, measurements) if s is not None])
+    total = max(1.0, float(np.sum(sums[:, 0] / sums[:, 1]) / np.sum(1.0 / sums[:, 1])))
+    observed = [
+        replace(o, values=o.values / total, std=o.std / total)
+        for o in map(tables.observed, measurements)
+        if o is not None
+    ]
+    return fit_model(tables.sizes, observed, iterations, start, tables.structure), total
 
 
 def run_loop(
-    sizes: Sequence[int],
-    answer: Callable[[Scope], np.ndarray],
+    tables: Tables,
     accountant: PrivacyAccountant,
     noise: NoiseSource,
     settings: LoopSettings | None = None,
 ) -> LoopResult:
-    """Spend what ``accountant`` has left on marginals picked round by round (module docstring).
-
-    ``sizes``: cells per column; ``answer(scope)``: the exact counts of a candidate's cells.
-    """
+    """Spend what ``accountant`` has left on tables picked round by round (module docstring)."""
     settings = settings or LoopSettings()
-    d = len(sizes)
+    sizes = tables.sizes
     pure = accountant.pure
     budget = accountant.share(1.0)
-    rounds = settings.rounds or (2 * d if pure else 16 * d)
+    first = tables.first()
+    rounds = settings.rounds or (2 * len(sizes) if pure else 16 * len(sizes))
     per_round = budget / rounds
-    pool = candidates(sizes, min(settings.max_way, d))
-    # the one-way round: d rounds' budget, split in proportion to sqrt(cells), which minimises
-    # the marginals' summed expected L1 noise (cells_j / budget_j, at a fixed sum of budgets)
-    shares = np.sqrt(np.asarray(sizes, dtype=np.float64))
-    one_way = per_round * d * shares / shares.sum()
+    pool = tables.pool()
+    # the first round: one round's budget per table, split in proportion to sqrt(cells times
+    # sensitivity), which minimises their summed expected L1 noise at a fixed sum of budgets
+    shares = np.sqrt([tables.size(c) * tables.sensitivity(c.kind) for c in first])
+    split = per_round * len(first) * shares / shares.sum()
     measurements = [
-        _measure((v,), answer((v,)), float(one_way[v]), accountant, noise, 0) for v in range(d)
+        _measure(
+            c.scope,
+            tables.exact(c),
+            float(b),
+            accountant,
+            noise,
+            0,
+            c.kind,
+            tables.sensitivity(c.kind),
+        )
+        for c, b in zip(first, split, strict=True)
     ]
-    spent = per_round * d
-    model, total = _estimate(sizes, measurements, settings.iterations, None)
+    spent = per_round * len(first)
+    model, total = _estimate(tables, measurements, settings.iterations, None)
     selected: list[Scope] = []
     round_ = 0
     while budget - spent > 1e-12 * budget:
@@ -311,40 +344,53 @@ def run_loop(
         spent += per_round
         select_budget = SELECTION_SHARE * per_round
         measure_budget = per_round - select_budget
-        measure_std = accountant.noise_scale(1.0, measure_budget) * (
-            math.sqrt(2.0) if pure else 1.0
-        )
+        std = {
+            kind: accountant.noise_scale(tables.sensitivity(kind), measure_budget)
+            * (math.sqrt(2.0) if pure else 1.0)
+            for kind in {c.kind for c in pool}
+        }
         limit = MAX_MODEL_CELLS * spent / budget
-        scopes = [m.scope for m in measurements]
-        fitting = [
-            c
-            for c in pool
-            if any(set(c.scope) <= set(k) for k in model.tree.cliques)
-            or _model_cells(sizes, scopes, c.scope) <= limit
-        ]
-        cliques = model.clique_marginals()
-        scores = np.array(
+        scopes = list(model.scopes)
+        fitting = []
+        for c in pool:
+            grows = tables.model_scope(c)
+            if (
+                grows is None
+                or any(set(grows) <= set(k) for k in model.tree.cliques)
+                or _model_cells(sizes, scopes, grows) <= limit
+            ):
+                fitting.append(c)
+        tables.prepare(model, total)
+        scales = np.array([tables.scale(c) * c.weight for c in fitting])
+        scores = scales * np.array(
             [
-                c.weight
-                * (
-                    np.abs(answer(c.scope) - total * model.marginal(c.scope, cliques)).sum()
-                    - _noise_l1(measure_std, c.cells, pure)
-                )
+                np.abs(tables.exact(c) - tables.predict(c)).sum()
+                - _noise_l1(std[c.kind], c.cells, pure)
                 for c in fitting
             ]
         )
-        weights = np.array([c.weight for c in fitting])
+        weights = scales * np.array([tables.sensitivity(c.kind) for c in fitting])
         pick = fitting[_select(scores, weights, select_budget, accountant, noise, round_)]
-        before = total * model.marginal(pick.scope)
+        before = tables.predict(pick)
         measurements.append(
-            _measure(pick.scope, answer(pick.scope), measure_budget, accountant, noise, round_)
+            _measure(
+                pick.scope,
+                tables.exact(pick),
+                measure_budget,
+                accountant,
+                noise,
+                round_,
+                pick.kind,
+                tables.sensitivity(pick.kind),
+            )
         )
         selected.append(pick.scope)
-        model, total = _estimate(sizes, measurements, settings.iterations, model)
-        moved = np.abs(total * model.marginal(pick.scope) - before).sum()
-        if moved <= _noise_l1(measure_std, pick.cells, pure):
+        model, total = _estimate(tables, measurements, settings.iterations, model)
+        tables.prepare(model, total)
+        moved = np.abs(tables.predict(pick) - before).sum()
+        if moved <= _noise_l1(std[pick.kind], pick.cells, pure):
             per_round *= 2.0
-    model, total = _estimate(sizes, measurements, 10 * settings.iterations, model)
+    model, total = _estimate(tables, measurements, 10 * settings.iterations, model)
     return LoopResult(measurements, model, total, selected)
 
 

@@ -21,7 +21,8 @@ from dpsmooth_spark.config import ColumnConfig, PrivacyConfig, check_synthesis
 from dpsmooth_spark.core.columns import ColumnTypeError, TableCodec
 from dpsmooth_spark.core.contributions import bounded_rows, row_keys
 from dpsmooth_spark.core.kernel import PassSpec, partial_sums
-from dpsmooth_spark.mechanisms import adaptive
+from dpsmooth_spark.core.unit_tables import valid_codes
+from dpsmooth_spark.mechanisms import adaptive, persons, records
 from dpsmooth_spark.mechanisms.public_domains import PublicDomains
 from dpsmooth_spark.mechanisms.synthesizer import (
     SynthesisResult,
@@ -99,8 +100,11 @@ class Synthesizer:
         data = pa.Table.from_pandas(table, preserve_index=False) if self.pandas_ else table
         provisional = provisional_codec(self.columns, data.schema)
         rng = np.random.default_rng(self.random_state)
+        keys = None
         if self.privacy.unit is not None:
-            data = _bounded(data, self.privacy.unit, self.privacy.unit_rows, rng, provisional.names)
+            data, keys = _bounded(
+                data, self.privacy.unit, self.privacy.unit_rows, rng, provisional.names
+            )
         accountant = release_accountant(self.privacy, self.columns)
         noise = NoiseSource(rng if self.random_state is not None else None)
         codec: TableCodec = provisional
@@ -127,13 +131,38 @@ class Synthesizer:
         bounds, nullable = codec.bounds(), codec.null_columns
         encoded = codec.encode_with_nulls(data)
         self.result_: SynthesisResult | adaptive.LoopResult
+        self.persons_: persons.PersonTables | None = None
+        if self.privacy.unit is not None and self.params.method == "adaptive":
+            assert keys is not None
+            unit_spec = persons.unit_tables(
+                records.cell_coding(codec),
+                [c.per_unit for c in self.columns],
+                self.privacy.unit_rows,
+                self.settings_,
+            )
+            x, nulls = encoded if isinstance(encoded, tuple) else (encoded, None)
+            codes, ok, invalid, clamped = valid_codes(
+                x, nulls, bounds.lower, bounds.upper, unit_spec.coding
+            )
+            if not auto:
+                check_rows(x.shape[0], invalid, clamped, self.on_invalid)
+            units = data.column(self.privacy.unit).combine_chunks().dictionary_encode().indices
+            labels = np.asarray(units.to_numpy(zero_copy_only=False))
+            order = np.lexsort((keys[ok], labels[ok]))  # each unit's rows in their rank order
+            counts = unit_spec.counts(codes[order], labels[ok][order])
+            self.accountant_, self.domains_ = accountant, found
+            self.result_, self.persons_ = persons.release(
+                counts, unit_spec, accountant, noise, self.settings_
+            )
+            self.codec_, self.rng_ = codec, rng
+            return self
         if self.params.method == "adaptive":
-            spec = adaptive.pass_spec(adaptive.cell_coding(codec), self.settings_)
+            spec = records.pass_spec(records.cell_coding(codec), self.settings_)
             sums = partial_sums([encoded], bounds.lower, bounds.upper, spec)
             if not auto:
                 check_rows(sums.rows_seen, sums.rows_invalid, sums.rows_clamped, self.on_invalid)
             self.accountant_, self.domains_ = accountant, found
-            self.result_ = adaptive.release(sums, spec, accountant, noise, self.settings_)
+            self.result_ = records.release(sums, spec, accountant, noise, self.settings_)
             self.codec_, self.rng_ = codec, rng
             return self
         spec = replace(
@@ -163,12 +192,34 @@ class Synthesizer:
     def settings_(self) -> adaptive.LoopSettings:
         return adaptive.LoopSettings(rounds=self.params.rounds)
 
-    def sample(self, rows: int | None = None) -> Any:
+    def sample(self, rows: int | None = None, units: int | None = None) -> Any:
         """Synthetic rows (default: as many as the noisy count says), as a pandas DataFrame or an
-        Arrow table like the one fitted, with its column types."""
+        Arrow table like the one fitted, with its column types. A release of persons (a privacy
+        unit and ``method: adaptive``) draws ``units`` units (default: the noisy unit count),
+        each with its rows, the unit column first with fresh ids."""
+        if self.persons_ is not None:
+            assert isinstance(self.result_, adaptive.LoopResult) and self.privacy.unit
+            if rows is not None:
+                raise ValueError("a release of persons draws units: sample(units=...)")
+            count = units or persons.units_released(self.result_, self.persons_)
+            lambdas = self.persons_.agreements(self.result_.model, self.result_.total)
+            data = persons.persons_table(
+                self.result_,
+                self.persons_,
+                lambdas,
+                self.codec_,
+                count,
+                self.rng_,
+                self.privacy.unit,
+                0,
+                f"{int(self.rng_.integers(2**32)):08x}",
+            )
+            return data.to_pandas() if self.pandas_ else data
+        if units is not None:
+            raise ValueError("units: only a release of persons (privacy unit, method adaptive)")
         if isinstance(self.result_, adaptive.LoopResult):
             count = rows if rows is not None else max(1, round(self.result_.total))
-            data = adaptive.sample_table(self.result_, self.codec_, count, self.rng_)
+            data = records.sample_table(self.result_, self.codec_, count, self.rng_)
             return data.to_pandas() if self.pandas_ else data
         count = rows if rows is not None else default_rows(self.result_.summary)
         data, _ = sample_table(
@@ -199,9 +250,10 @@ def _value_counts(column: pa.ChunkedArray) -> dict[Any, int]:
 
 def _bounded(
     data: pa.Table, unit: str, rows: int, rng: np.random.Generator, names: list[str]
-) -> pa.Table:
+) -> tuple[pa.Table, np.ndarray]:
     """At most ``rows`` rows of each ``unit`` (:func:`core.contributions.bounded_rows`), ordered
-    by the seeded hash of the unit and the released columns ``names``."""
+    by the seeded hash of the unit and the released columns ``names``, with their hashes (a
+    unit's rows in the order of their hashes are its rows in rank order)."""
     if unit not in data.column_names:
         raise ColumnTypeError(f"privacy unit column {unit!r} not found in the table")
     units = data.column(unit)
@@ -213,4 +265,4 @@ def _bounded(
     seed = int(rng.integers(2**31))
     keys = row_keys(data.select([unit, *(n for n in names if n in data.column_names)]), seed)
     keep = bounded_rows(units.to_numpy(zero_copy_only=False), keys, rows)
-    return data.take(pa.array(keep))
+    return data.take(pa.array(keep)), np.asarray(keys)[keep]

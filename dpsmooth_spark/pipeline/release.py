@@ -28,6 +28,7 @@ from dpsmooth_spark.core.bounds import PublicBounds
 from dpsmooth_spark.core.columns import ColumnTypeError, ColumnValueError, TableCodec
 from dpsmooth_spark.core.kernel import ExactSums, PassSpec
 from dpsmooth_spark.core.lp import LPError
+from dpsmooth_spark.core.unit_tables import UnitTables
 from dpsmooth_spark.mechanisms.public_domains import PublicDomains
 from dpsmooth_spark.mechanisms.stages import PlanError
 from dpsmooth_spark.pipeline import domains
@@ -295,6 +296,29 @@ class ReleaseRun:
         if not self.rows_checked:
             _check_rows(config, sums)
         return sums
+
+    def unit_pass(self, spec: UnitTables) -> np.ndarray:
+        """Check the lifetime budget, then one Spark pass counting a release of persons' tables
+        over the kept rows grouped by unit (:func:`data_pass.unit_sums`), then the row checks."""
+        config = self.config
+        unit = config.privacy.unit
+        assert unit is not None
+        self.ledger.check_budget(
+            config.table_id, config.privacy.epsilon, config.privacy.delta, config.lifetime_budget
+        )
+        with self.log.stage("spark session"):
+            spark = self.spark()
+        with self.log.stage("data pass"):
+            df = io.read_input(spark, config.input, self.codec, self.snapshot, (unit,))
+            if self.unit_seed is None:
+                self.unit_seed = int(self.rng.integers(2**31))
+            kept = io.bound_contributions(
+                df, unit, config.privacy.unit_rows, self.unit_seed, keep_unit=True
+            )
+            sums = data_pass.unit_sums(kept, self.codec, spec, unit, io.UNIT_RANK)
+        if not self.rows_checked:
+            _check_rows(config, sums)
+        return sums.values
 
     def spark(self) -> Any:
         """The Spark session (started on first use); the first use warns of the session's side

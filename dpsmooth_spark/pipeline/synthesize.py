@@ -8,14 +8,16 @@ post-processing is redone) instead of spending budget again.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
-from dpsmooth_spark.config import ReleaseConfig
+from dpsmooth_spark.config import ConfigError, ReleaseConfig
 from dpsmooth_spark.core.columns import TableCodec
 from dpsmooth_spark.core.sampling import herds
 from dpsmooth_spark.evaluation.metrics import distinct_rows
-from dpsmooth_spark.mechanisms import adaptive
+from dpsmooth_spark.mechanisms import adaptive, persons, records
 from dpsmooth_spark.mechanisms.synthesizer import (
     NoisySummary,
     SynthesizerParams,
@@ -32,6 +34,7 @@ from dpsmooth_spark.spark import io
 
 MECHANISM = "smooth_pca"
 ADAPTIVE = "adaptive_marginals"
+PERSONS = "adaptive_persons"
 EXECUTOR_SAMPLING_ROWS = 1_000_000
 """Above this many rows ``output.sampling: auto`` draws them in the executors."""
 
@@ -41,6 +44,8 @@ __all__ = ["MECHANISM", "InvalidDataError", "ReleaseReport", "run_synthesize"]
 def run_synthesize(config: ReleaseConfig, quiet: bool = False) -> ReleaseReport:
     """Run a full release described by ``config``; see ``docs/privacy.md`` for the guarantee."""
     params = config.mechanism
+    if config.persons:
+        return _run_persons(config, quiet)
     if params.method == "adaptive":
         return _run_adaptive(config, quiet)
     run = ReleaseRun.start(config, MECHANISM, quiet, lambda codec: _check_plan(params, codec))
@@ -180,14 +185,14 @@ def _run_adaptive(config: ReleaseConfig, quiet: bool) -> ReleaseReport:
     params = config.mechanism
     run = ReleaseRun.start(config, ADAPTIVE, quiet)
     settings = adaptive.LoopSettings(rounds=params.rounds)
-    coding = adaptive.cell_coding(run.codec)
+    coding = records.cell_coding(run.codec)
     if run.previous is None:
         with run.charged():
-            spec = adaptive.pass_spec(coding, settings)
+            spec = records.pass_spec(coding, settings)
             sums = run.exact_sums(spec)
             accountant = run.new_accountant()
             with run.log.stage("select, measure, estimate"):
-                result = adaptive.release(sums, spec, accountant, run.noise, settings)
+                result = records.release(sums, spec, accountant, run.noise, settings)
                 run.persist(accountant, {**result.to_dict(), "columns": config.column_names})
     else:
         accountant = run.reused_accountant()
@@ -207,7 +212,7 @@ def _run_adaptive(config: ReleaseConfig, quiet: bool) -> ReleaseReport:
     if on_executors:
         data = io.draw_on_executors(
             run.spark(),
-            adaptive.record_sampler(result, coding),
+            records.record_sampler(result, coding),
             run.codec,
             rows,
             int(run.rng.integers(2**62)),
@@ -216,7 +221,7 @@ def _run_adaptive(config: ReleaseConfig, quiet: bool) -> ReleaseReport:
         )
     else:
         with run.log.stage("sampling"):
-            data = adaptive.sample_table(result, run.codec, rows, run.rng)
+            data = records.sample_table(result, run.codec, rows, run.rng)
     mechanism = {
         "reference": "AIM (McKenna, Mullins, Sheldon, Miklau, VLDB 2022): marginals picked by "
         "the exponential mechanism, estimated by a graphical model (Private-PGM); "
@@ -236,6 +241,120 @@ def _run_adaptive(config: ReleaseConfig, quiet: bool) -> ReleaseReport:
     }
     manifest = run.manifest(accountant, mechanism, output, {})
     return run.write(data, {"summary.json": result.to_dict()}, manifest)
+
+
+def _run_persons(config: ReleaseConfig, quiet: bool) -> ReleaseReport:
+    """A release of persons: one pass over the kept rows grouped by unit counts the loop's
+    tables (``mechanisms/persons.py``), and the model draws units, each with its rows."""
+    params, unit = config.mechanism, config.privacy.unit
+    assert unit is not None
+    settings = adaptive.LoopSettings(rounds=params.rounds)
+    per_unit = tuple(c.per_unit for c in config.columns)
+    spec_of = lambda codec: persons.unit_tables(  # noqa: E731
+        records.cell_coding(codec), per_unit, config.privacy.unit_rows, settings
+    )
+    run = ReleaseRun.start(config, PERSONS, quiet, lambda codec: _check_persons(spec_of, codec))
+    spec = spec_of(run.codec)
+    if run.previous is None:
+        with run.charged():
+            counts = run.unit_pass(spec)
+            accountant = run.new_accountant()
+            with run.log.stage("select, measure, estimate"):
+                result, tables = persons.release(counts, spec, accountant, run.noise, settings)
+                run.persist(accountant, {**result.to_dict(), "columns": config.column_names})
+    else:
+        accountant = run.reused_accountant()
+        with run.log.stage("estimate"):
+            result, tables = persons.replay(run.previous.statistics, spec, settings)
+    units = config.output.units or persons.units_released(result, tables)
+    lambdas = tables.agreements(result.model, result.total)
+    rows = round(units * result.total / max(persons.units_released(result, tables), 1))
+    on_executors = config.output.sampling == "executors" or (
+        config.output.sampling == "auto" and rows > EXECUTOR_SAMPLING_ROWS
+    )
+    prefix = f"{int(run.rng.integers(2**32)):08x}"
+    names = [*run.codec.names]
+    data: pa.Table | io.DataWriter
+    if on_executors:
+        partitions = config.output.partitions or max(1, -(-rows // 1_000_000))
+        shares = np.full(partitions, units // partitions)
+        shares[: units % partitions] += 1
+        starts = np.r_[0, np.cumsum(shares)[:-1]]
+        codec, drawn = run.codec, persons.PersonTables(spec, {}, settings.max_way)
+
+        def draw(p: int, rng: np.random.Generator) -> pa.Table:
+            return persons.persons_table(
+                result,
+                drawn,
+                lambdas,
+                codec,
+                int(shares[p]),
+                rng,
+                unit,
+                int(starts[p]),
+                prefix,
+            )
+
+        schema = pa.schema([pa.field(unit, pa.string()), *run.codec.schema()])
+        data = io.tables_on_executors(
+            run.spark(),
+            draw,
+            schema,
+            int(run.rng.integers(2**62)),
+            partitions,
+            config.output.partition_by if config.output.format == "parquet" else None,
+        )
+    else:
+        with run.log.stage("sampling"):
+            data = persons.persons_table(
+                result, tables, lambdas, run.codec, units, run.rng, unit, 0, prefix
+            )
+            rows = data.num_rows
+    mechanism = {
+        "reference": "AIM (McKenna, Mullins, Sheldon, Miklau, VLDB 2022) over the rows, the "
+        "units and the agreement of a unit's rows; docs/mechanisms.md (synthetic persons)",
+        "parameters": {"method": "adaptive", "rounds": params.rounds},
+        "cells": list(spec.sizes),
+        "per_unit_columns": [n for n, on in zip(names, per_unit, strict=True) if on],
+        "measured": [
+            {
+                "kind": m.kind,
+                "scope": [_variable(names, unit, v) for v in m.scope],
+                "round": m.round,
+                "noise_std": m.std,
+            }
+            for m in result.measurements
+        ],
+        "within_unit_agreement": {
+            names[j]: float(lambdas[j]) for j in spec.pair_columns if lambdas[j] > 0
+        },
+        "model_cliques": [
+            [_variable(names, unit, v) for v in c] for c in result.model.tree.cliques
+        ],
+    }
+    output = {
+        "units": units,
+        "rows": rows,
+        "unit_column": unit,
+        "unit_ids": f"fresh strings '{prefix}-<n>', n from 0 to units - 1 (never a real id)",
+        "sampled_on": "executors" if on_executors else "driver",
+        "files": "data/*.parquet, summary.json (DP measurements), manifest.json",
+    }
+    manifest = run.manifest(accountant, mechanism, output, {})
+    return run.write(data, {"summary.json": result.to_dict()}, manifest)
+
+
+def _variable(names: list[str], unit: str, v: int) -> str:
+    """A model variable's name: a released column, or the rows its unit kept."""
+    return names[v] if v < len(names) else f"rows per {unit}"
+
+
+def _check_persons(spec_of: Any, codec: TableCodec) -> None:
+    """A release of persons' refusals that the config alone decides, before any noise."""
+    try:
+        spec_of(codec)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _check_plan(params: SynthesizerParams, codec: TableCodec) -> None:

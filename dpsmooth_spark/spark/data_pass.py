@@ -21,6 +21,7 @@ from dpsmooth_spark.core.bounds import PublicBounds, scale_to_unit
 from dpsmooth_spark.core.columns import ColumnValueError, TableCodec, numeric_codec
 from dpsmooth_spark.core.kernel import ExactSums, PassSpec, partial_sums, valid_rows
 from dpsmooth_spark.core.quantile_grid import QuantileGrid
+from dpsmooth_spark.core.unit_tables import UnitTables, valid_codes
 from dpsmooth_spark.spark.io import quote
 from dpsmooth_spark.spark.session import default_parallelism
 
@@ -149,16 +150,7 @@ def _limbs(values: np.ndarray) -> list[np.ndarray]:
 
 def _result_batches(sums: ExactSums, spec: PassSpec) -> Iterator[pa.RecordBatch]:
     """One task's exact sums as rows of :data:`RESULT_SCHEMA`, :data:`_ROW_BATCH` per batch."""
-    values = _flatten(sums, _layout(sums.d, spec))
-    starts = range(0, values.size, CHUNK_VALUES)
-    for first in range(0, len(starts), _ROW_BATCH):
-        chunks = list(starts[first : first + _ROW_BATCH])
-        yield pa.RecordBatch.from_pydict(
-            {
-                "chunk": pa.array([s // CHUNK_VALUES for s in chunks], type=pa.int32()),
-                "values": [values[s : s + CHUNK_VALUES].tobytes() for s in chunks],
-            }
-        )
+    yield from _vector_batches(_flatten(sums, _layout(sums.d, spec)))
 
 
 def _sum_chunks(table: pa.Table) -> pa.Table:
@@ -190,22 +182,9 @@ def _merge_results(results: DataFrame, d: int, spec: PassSpec) -> ExactSums:
     classic Spark and on Spark Connect."""
     layout = _layout(d, spec)
     sizes = [(n, 2 * size if n in _LIMB_FIELDS else size) for n, size in layout]
-    total = sum(size for _, size in sizes)
-    merged = (
-        results.selectExpr("*", f"spark_partition_id() % {MERGE_GROUPS} AS _group")
-        .groupBy("_group", "chunk")
-        .applyInArrow(_sum_chunks, RESULT_SCHEMA)
-    )
-    if total > CHUNK_VALUES:
-        merged = merged.groupBy("chunk").applyInArrow(_sum_chunks, RESULT_SCHEMA)
-    rows = _sum_chunks(_run(merged.toArrow))
-    if not rows.num_rows:
+    values = _merged_values(results, sum(size for _, size in sizes))
+    if values is None:
         return _zero(d, spec)
-    values = np.concatenate(
-        [np.frombuffer(v, dtype=np.int64) for v in rows.column("values").to_pylist()]
-    )
-    if values.size != total:
-        raise RuntimeError(f"the data pass returned {values.size} values, expected {total}")
     fields = dict(
         zip(
             [name for name, _ in sizes],
@@ -235,6 +214,77 @@ def _merge_results(results: DataFrame, d: int, spec: PassSpec) -> ExactSums:
         _clipped(fields["clipped"], d, spec),
         fields["marginals"].copy() if spec.marginals is not None else None,
     )
+
+
+def _merged_values(results: DataFrame, total: int) -> np.ndarray | None:
+    """The sum of the tasks' int64 vectors of ``total`` values (rows of :data:`RESULT_SCHEMA`),
+    merged on the executors as :func:`_merge_results` says; ``None`` where no task had rows."""
+    merged = (
+        results.selectExpr("*", f"spark_partition_id() % {MERGE_GROUPS} AS _group")
+        .groupBy("_group", "chunk")
+        .applyInArrow(_sum_chunks, RESULT_SCHEMA)
+    )
+    if total > CHUNK_VALUES:
+        merged = merged.groupBy("chunk").applyInArrow(_sum_chunks, RESULT_SCHEMA)
+    rows = _sum_chunks(_run(merged.toArrow))
+    if not rows.num_rows:
+        return None
+    values = np.concatenate(
+        [np.frombuffer(v, dtype=np.int64) for v in rows.column("values").to_pylist()]
+    )
+    if values.size != total:
+        raise RuntimeError(f"the data pass returned {values.size} values, expected {total}")
+    return values
+
+
+def _vector_batches(values: np.ndarray) -> Iterator[pa.RecordBatch]:
+    """An int64 vector as rows of :data:`RESULT_SCHEMA`, :data:`_ROW_BATCH` per batch."""
+    starts = range(0, values.size, CHUNK_VALUES)
+    for first in range(0, len(starts), _ROW_BATCH):
+        chunks = list(starts[first : first + _ROW_BATCH])
+        yield pa.RecordBatch.from_pydict(
+            {
+                "chunk": pa.array([s // CHUNK_VALUES for s in chunks], type=pa.int32()),
+                "values": [values[s : s + CHUNK_VALUES].tobytes() for s in chunks],
+            }
+        )
+
+
+def unit_sums(
+    df: DataFrame, codec: TableCodec, spec: UnitTables, unit: str, rank: str
+) -> StatisticSums:
+    """The counts of a release of persons (``core.unit_tables``) in one Spark job: the kept rows
+    (``df``: the released columns, the ``unit`` and each row's ``rank`` within its unit) are
+    shuffled by unit and sorted by rank, so each task holds whole units; a task counts its
+    units' tables exactly (int64), and the results merge as the data pass's do. DataFrame
+    operations only (classic and Connect)."""
+    bounds = codec.bounds()
+    lower, upper = bounds.lower, bounds.upper
+    size = spec.size
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        parts = [b for b in batches if b.num_rows]
+        counts = np.zeros(size + 3, dtype=np.int64)
+        if parts:
+            table = pa.Table.from_batches(parts)
+            encoded = codec.encode_with_nulls(table.select(codec.names))
+            x, nulls = encoded if isinstance(encoded, tuple) else (encoded, None)
+            codes, ok, invalid, clamped = valid_codes(x, nulls, lower, upper, spec.coding)
+            labels = table.column(unit).combine_chunks().dictionary_encode().indices
+            units = np.asarray(labels.to_numpy(zero_copy_only=False))[ok]
+            counts[:size] = spec.counts(codes, units)
+            counts[size:] = (table.num_rows, invalid, clamped)
+        yield from _vector_batches(counts)
+
+    columns = [quote(c) for c in (*codec.names, unit, rank)]
+    grouped = (
+        df.selectExpr(*columns).repartition(quote(unit)).sortWithinPartitions(quote(unit), rank)
+    )
+    values = _merged_values(grouped.mapInArrow(run, RESULT_SCHEMA), size + 3)
+    if values is None:
+        return StatisticSums(np.zeros(size, dtype=np.int64), 0, 0, 0)
+    seen, invalid, clamped = (int(v) for v in values[size:])
+    return StatisticSums(values[:size], seen, invalid, clamped)
 
 
 def _clipped(limbs: np.ndarray, d: int, spec: PassSpec) -> np.ndarray | None:

@@ -81,10 +81,13 @@ UNIT_RANK = "__dpsmooth_unit_rank"
 UNIT_DRAW = "__dpsmooth_unit_draw"
 
 
-def bound_contributions(df: DataFrame, unit: str, rows: int, seed: int) -> DataFrame:
+def bound_contributions(
+    df: DataFrame, unit: str, rows: int, seed: int, keep_unit: bool = False
+) -> DataFrame:
     """At most ``rows`` rows of each ``unit``: the rows of a unit ordered by a seeded hash of the
     row itself (``xxhash64(seed, unit, columns)``, then the values for ties), the first ``rows``
-    kept; the unit column dropped. Which rows a unit keeps is a function of the seed and that
+    kept; the unit column dropped (``keep_unit``: kept, with each row's rank in its unit as
+    :data:`UNIT_RANK`). Which rows a unit keeps is a function of the seed and that
     unit's rows alone, so adding or removing one unit leaves every other unit's choice as it
     was (docs/privacy.md section 1b); rows that tie are equal, so which of them is kept does not
     matter. Runs before every statistic; DataFrame and SQL expressions only, so classic and
@@ -104,7 +107,8 @@ def bound_contributions(df: DataFrame, unit: str, rows: int, seed: int) -> DataF
     ranked = drawn.selectExpr(
         "*", f"row_number() OVER (PARTITION BY {quote(unit)} ORDER BY {order}) AS {UNIT_RANK}"
     )
-    return ranked.where(f"{UNIT_RANK} <= {int(rows)}").drop(unit, UNIT_DRAW, UNIT_RANK)
+    kept = ranked.where(f"{UNIT_RANK} <= {int(rows)}").drop(UNIT_DRAW)
+    return kept if keep_unit else kept.drop(unit, UNIT_RANK)
 
 
 def read_table(
@@ -571,25 +575,39 @@ def draw_on_executors(
     as Parquet; partition ``p`` draws with ``numpy.random.default_rng([seed, p])``, so a release
     seed fixes the output whatever the cluster, and the driver never holds the rows.
     ``partition_by`` as in :func:`sample_on_executors`."""
-    from pyspark.sql.pandas.types import from_arrow_schema
-
     shares = np.full(partitions, rows // partitions)
     shares[: rows % partitions] += 1
     bounds = codec.bounds()
 
+    def records(p: int, rng: np.random.Generator) -> pa.Table:
+        scaled, nulls = draw(int(shares[p]), rng)
+        if nulls is not None:
+            scaled = np.where(nulls, 0.0, scaled)
+        return codec.decode(bounds.unscale(scaled), nulls)
+
+    return tables_on_executors(spark, records, codec.schema(), seed, partitions, partition_by)
+
+
+def tables_on_executors(
+    spark: SparkSession,
+    draw: Callable[[int, np.random.Generator], pa.Table],
+    schema: pa.Schema,
+    seed: int,
+    partitions: int,
+    partition_by: str | None = None,
+) -> DataWriter:
+    """A writer whose executors write ``draw(p, rng)`` (a table of ``schema``) for each partition
+    ``p`` with ``numpy.random.default_rng([seed, p])``, as Parquet."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
     def records(batches):
         for batch in batches:
             for p in batch.column(0).to_numpy():
-                scaled, nulls = draw(int(shares[p]), np.random.default_rng([seed, int(p)]))
-                if nulls is not None:
-                    scaled = np.where(nulls, 0.0, scaled)
-                yield from codec.decode(bounds.unscale(scaled), nulls).to_batches()
-
-    schema = from_arrow_schema(codec.schema())
+                yield from draw(int(p), np.random.default_rng([seed, int(p)])).to_batches()
 
     def write(folder: Path) -> None:
         ids = spark.range(0, partitions, numPartitions=partitions)
-        rows_df = ids.mapInArrow(records, schema)
+        rows_df = ids.mapInArrow(records, from_arrow_schema(schema))
         if partition_by == "date":
             rows_df = rows_df.selectExpr("*", f"'{release_date()}' AS {DATE_COLUMN}")
         writer = rows_df.write.mode("error")

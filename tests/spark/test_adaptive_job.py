@@ -15,7 +15,7 @@ import pytest
 from dpsmooth_spark.config import parse_config
 from dpsmooth_spark.core.columns import table_codec
 from dpsmooth_spark.core.kernel import PassSpec, partial_sums
-from dpsmooth_spark.mechanisms import adaptive
+from dpsmooth_spark.mechanisms import records
 from dpsmooth_spark.pipeline.synthesize import run_synthesize
 from dpsmooth_spark.spark.data_pass import exact_sums
 
@@ -62,7 +62,7 @@ def test_the_pass_counts_what_the_kernel_counts(spark, tmp_path: Path) -> None:
     table = pq.read_table(tmp_path / "input.parquet")
     codec = table_codec(config.columns, table.schema)
     df = spark.read.parquet(str(tmp_path / "input.parquet"))
-    marginals = adaptive.marginal_spec(adaptive.cell_coding(codec))
+    marginals = records.marginal_spec(records.cell_coding(codec))
     spec = PassSpec(1, null_cells=True, marginals=marginals)
     sums = exact_sums(df.repartition(3), codec, spec)
     bounds = codec.bounds()

@@ -23,7 +23,7 @@ from dpsmooth_spark.pipeline.evaluate import run_evaluate
 from dpsmooth_spark.pipeline.summarize import run_summarize
 from dpsmooth_spark.pipeline.synthesize import run_synthesize
 from dpsmooth_spark.spark import io
-from dpsmooth_spark.spark.data_pass import exact_sums, exact_sums_arrow
+from dpsmooth_spark.spark.data_pass import exact_sums, exact_sums_arrow, unit_sums
 from dpsmooth_spark.spark.session import default_parallelism, get_session, is_connect
 
 pytestmark = pytest.mark.spark
@@ -204,3 +204,40 @@ def test_adaptive_release_through_connect_writes_the_classic_table(
     ours, theirs = (pq.read_table(tmp_path / name / "data") for name in ("connect", "classic"))
     assert ours.num_rows > 500
     assert ours.sort_by("mean_radius").equals(theirs.sort_by("mean_radius"))
+
+
+def test_person_tables_through_connect(spark, remote, tmp_path):
+    """A release of persons' pass (the bound keeping the unit and its rank, a shuffle by unit,
+    rows sorted by rank, a task per group of whole units) through Connect counts what the
+    classic session counts."""
+    from dpsmooth_spark.config import ColumnConfig
+    from dpsmooth_spark.core.cell_marginals import CellCoding
+    from dpsmooth_spark.core.columns import table_codec
+    from dpsmooth_spark.mechanisms import adaptive, persons
+
+    rng = np.random.default_rng(5)
+    sizes = rng.integers(1, 12, 300)
+    unit = np.repeat(np.arange(sizes.size), sizes)
+    path = tmp_path / "visits.parquet"
+    table = pa.table(
+        {
+            "patient_id": unit,
+            "age": rng.integers(20, 90, sizes.size)[unit],
+            "ward": rng.choice(["A", "B", "C"], unit.size),
+        }
+    )
+    pq.write_table(table, path)
+    columns = [
+        ColumnConfig(name="age", lower=20, upper=90, per_unit=True),
+        ColumnConfig(name="ward", values=["A", "B", "C"]),
+    ]
+    codec = table_codec(columns, table.schema)
+    coding = CellCoding(tuple(codec.lattice()), (False, False), tuple(codec.nominal()))
+    spec = persons.unit_tables(coding, (True, False), 5, adaptive.LoopSettings())
+    counted = []
+    for session in (spark, remote):
+        df = io.read_table(session, str(path), "parquet", codec, extra=("patient_id",))
+        kept = io.bound_contributions(df, "patient_id", 5, seed=3, keep_unit=True)
+        counted.append(unit_sums(kept, codec, spec, "patient_id", io.UNIT_RANK))
+    np.testing.assert_array_equal(counted[0].values, counted[1].values)
+    assert counted[1].rows_seen == int(np.minimum(sizes, 5).sum())

@@ -30,11 +30,15 @@ def _answers(codes: np.ndarray):
     return answer
 
 
+def _tables(answer) -> adaptive.Tables:
+    return adaptive.Tables(SIZES, answer, 3)
+
+
 @pytest.mark.parametrize("delta", [0.0, 1e-6])
 def test_the_loop_spends_exactly_its_budget(delta: float) -> None:
     accountant = PrivacyAccountant(1.0, delta)
     rng = np.random.default_rng(0)
-    result = adaptive.run_loop(SIZES, _answers(_table(5_000, 0)), accountant, NoiseSource(rng))
+    result = adaptive.run_loop(_tables(_answers(_table(5_000, 0))), accountant, NoiseSource(rng))
     if delta == 0:
         assert accountant.spent_epsilon() == pytest.approx(1.0, rel=1e-9)
     else:
@@ -51,7 +55,7 @@ def test_it_picks_the_related_pair_and_keeps_the_rest_independent() -> None:
     codes = _table(20_000, 1)
     accountant = PrivacyAccountant(2.0)
     result = adaptive.run_loop(
-        SIZES, _answers(codes), accountant, NoiseSource(np.random.default_rng(1))
+        _tables(_answers(codes)), accountant, NoiseSource(np.random.default_rng(1))
     )
     assert any({0, 1} <= set(s) for s in result.selected)
     exact = _answers(codes)((0, 1)) / len(codes)
@@ -71,7 +75,7 @@ def test_measurement_noise_has_its_stated_spread() -> None:
     residuals = []
     for seed in range(100):
         result = adaptive.run_loop(
-            SIZES, answer, PrivacyAccountant(1.0), NoiseSource(np.random.default_rng(seed))
+            _tables(answer), PrivacyAccountant(1.0), NoiseSource(np.random.default_rng(seed))
         )
         for m in result.measurements:
             residuals.append((m.values - answer(m.scope)) / m.std)
@@ -86,7 +90,7 @@ def test_noise_scales_with_the_units_rows() -> None:
     for rows in (1, 4):
         accountant = PrivacyAccountant(1.0, unit_rows=rows)
         result = adaptive.run_loop(
-            SIZES, _answers(codes), accountant, NoiseSource(np.random.default_rng(0))
+            _tables(_answers(codes)), accountant, NoiseSource(np.random.default_rng(0))
         )
         stds.append(result.measurements[0].std)
     assert stds[1] == pytest.approx(4 * stds[0])
@@ -142,7 +146,7 @@ def test_persisted_measurements_give_back_the_same_model() -> None:
     every marginal of the model comes back to the last bit."""
     codes = _table(5_000, 6)
     result = adaptive.run_loop(
-        SIZES, _answers(codes), PrivacyAccountant(1.0), NoiseSource(np.random.default_rng(6))
+        _tables(_answers(codes)), PrivacyAccountant(1.0), NoiseSource(np.random.default_rng(6))
     )
     again = adaptive.LoopResult.from_dict(
         result.to_dict(), SIZES, adaptive.LoopSettings().iterations

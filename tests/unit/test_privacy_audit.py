@@ -749,3 +749,43 @@ def test_adaptive_selection_audit():
     }
     assert 0.7 < bounds[1.0] <= 1.0, bounds
     assert bounds[0.5] > 1.0, bounds
+
+
+@pytest.mark.parametrize("kind", ["units", "agreement"])
+def test_person_table_audit(kind):
+    """A release of persons' unit and pair tables (privacy.md 3k) with epsilon = 1 and k = 4,
+    through ``adaptive._measure`` at the sensitivity ``PersonTables`` states: the neighbouring
+    table has one more unit, of two rows in one cell of ``ward``, which moves one count by 1 (the
+    L1 sensitivity, attained: its rows' shares, or its two ordered pairs of rows, both agreeing,
+    over 2)."""
+    from dpsmooth_spark.core.cell_marginals import CellCoding
+    from dpsmooth_spark.core.unit_tables import SCALE
+    from dpsmooth_spark.mechanisms import adaptive, persons
+
+    k = 4
+    coding = CellCoding((3, 3), (False, False), (True, True))
+    spec = persons.unit_tables(coding, (True, False), k, adaptive.LoopSettings(max_way=2))
+    tables = persons.PersonTables(spec, {}, 2)
+    scope = (1, 2) if kind == "units" else (1,)
+    rng = np.random.default_rng(0)
+    units = np.repeat(np.arange(20), rng.integers(1, k + 1, 20))
+    base = (np.column_stack([units % 3, rng.integers(0, 3, units.size)]), units)
+    added = np.array([[0, 0], [0, 0]])
+    neighbour = (np.vstack([base[0], added]), np.r_[units, np.full(2, 99)])
+
+    def outputs(table, factor, seed):
+        exact = spec.split(spec.counts(*table))[kind, scope] / SCALE
+        noise = RecordingNoise(np.random.default_rng(seed), factor)
+        runs = []
+        for _ in range(2 * RUNS):
+            accountant = PrivacyAccountant(1.0, unit_rows=k)
+            measured = adaptive._measure(
+                scope, exact, 1.0, accountant, noise, 1, kind, tables.sensitivity(kind)
+            )
+            runs.append(measured.values)
+        assert accountant.spent_epsilon() == pytest.approx(1.0)
+        return np.array(runs), exact
+
+    shift = np.zeros(1 if kind == "agreement" else 3 * k)
+    shift[0 if kind == "agreement" else 1] = 1.0  # ward 0 twice; ward 0 at rows = 2
+    assert_calibrated(outputs, base, neighbour, (95, 96), shift, 1e-5)

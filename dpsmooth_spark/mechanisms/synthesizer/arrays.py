@@ -15,7 +15,7 @@ import numpy as np
 from dpsmooth_spark.core.bounds import PublicBounds, scale_to_unit
 from dpsmooth_spark.core.cell_marginals import CellCoding
 from dpsmooth_spark.core.kernel import ExactSums, partial_sums, valid_rows
-from dpsmooth_spark.mechanisms import adaptive
+from dpsmooth_spark.mechanisms import adaptive, records
 from dpsmooth_spark.mechanisms.synthesizer.fit import SynthesisResult, fit_from_summary
 from dpsmooth_spark.mechanisms.synthesizer.measure import RowsPass, release_summary
 from dpsmooth_spark.mechanisms.synthesizer.params import SynthesizerParams
@@ -109,12 +109,12 @@ class ArraySynthesizer:
             tuple(int(v) for v in self.lattice), (False,) * domain.d, (False,) * domain.d
         )
         settings = adaptive.LoopSettings(rounds=self.params.rounds)
-        spec = adaptive.pass_spec(self.coding_, settings)
+        spec = records.pass_spec(self.coding_, settings)
         sums = partial_sums([data], domain.lower, domain.upper, spec)
         rng = self._rng()
         noise = NoiseSource(rng if self.random_state is not None else None)
         self.accountant_ = PrivacyAccountant(self.epsilon, self.delta)
-        self.adaptive_ = adaptive.release(sums, spec, self.accountant_, noise, settings)
+        self.adaptive_ = records.release(sums, spec, self.accountant_, noise, settings)
         self.noise_, self.sampling_rng_ = noise, rng
         return self
 
