@@ -18,6 +18,7 @@ COMMANDS = {
     "mixed": "benchmarks.mixed",  # mixed tables (Adult): 1-, 2-, 3-way TVD, TSTR AUC
     "relation": "benchmarks.relation",  # a strong age/bmi relation through 10 releases
     "units": "benchmarks.units",  # person-level releases: fidelity, the bounded pass's cost
+    "persons": "benchmarks.persons",  # synthetic persons: rows per unit, within-unit relations
     "wide": "benchmarks.wide",  # 100-300 columns: factor tables vs independent columns and MST
     "domains": "benchmarks.domains",  # auto bounds (DP quantiles), auto values (selection)
     "levels": "benchmarks.levels",  # a 10,000-value category on 10^6 rows
