@@ -39,6 +39,10 @@ Scope = tuple[int, ...]
 SELECTION_SHARE = 0.1
 """Share of each round's budget that the selection spends (AIM's split); the measurement gets the
 rest."""
+MIN_SIGNAL = 2.0
+"""Where a later round's measurement of a median pair (a 2-way marginal of the rows) would expect
+fewer counts per cell per noise standard deviation, rounds pair up: half as many, twice the
+budget each (once: on small tables every pair is below it, and fewer pairs measured lose more)."""
 MAX_MODEL_CELLS = 2_000_000
 """Largest model (cells of the junction tree's cliques) the loop may grow to; AIM grows its
 limit with the budget spent, and so does the loop."""
@@ -311,8 +315,16 @@ def run_loop(
     settings = settings or LoopSettings()
     sizes = tables.sizes
     pure = accountant.pure
+    spread = math.sqrt(2.0) if pure else 1.0  # a noise scale's standard deviation
     budget = accountant.share(1.0)
     first = tables.first()
+
+    def measure(c: Candidate, share: float, round_: int) -> Measurement:
+        sensitivity = tables.sensitivity(c.kind)
+        return _measure(
+            c.scope, tables.exact(c), share, accountant, noise, round_, c.kind, sensitivity
+        )
+
     rounds = settings.rounds or (2 * len(sizes) if pure else 16 * len(sizes))
     per_round = budget / rounds
     pool = tables.pool()
@@ -320,23 +332,20 @@ def run_loop(
     # sensitivity), which minimises their summed expected L1 noise at a fixed sum of budgets
     shares = np.sqrt([tables.size(c) * tables.sensitivity(c.kind) for c in first])
     split = per_round * len(first) * shares / shares.sum()
-    measurements = [
-        _measure(
-            c.scope,
-            tables.exact(c),
-            float(b),
-            accountant,
-            noise,
-            0,
-            c.kind,
-            tables.sensitivity(c.kind),
-        )
-        for c, b in zip(first, split, strict=True)
-    ]
+    measurements = [measure(c, float(b), 0) for c, b in zip(first, split, strict=True)]
     spent = per_round * len(first)
     model, total = _estimate(tables, measurements, settings.iterations, None)
     selected: list[Scope] = []
     round_ = 0
+    # where a later round would measure a median pair below MIN_SIGNAL, rounds pair up (each
+    # doubles its budget): a function of the first round's noisy total and public sizes
+    pairs = sorted(c.cells for c in pool if c.kind == "rows" and len(c.scope) == 2)
+    if pairs:
+        per_cell = total / pairs[len(pairs) // 2]
+        if budget - spent > 2.0 * per_round and per_cell < MIN_SIGNAL * spread * (
+            accountant.noise_scale(1.0, (1.0 - SELECTION_SHARE) * per_round)
+        ):
+            per_round *= 2.0
     while budget - spent > 1e-12 * budget:
         round_ += 1
         if budget - spent < 2.0 * per_round:
@@ -345,21 +354,12 @@ def run_loop(
         select_budget = SELECTION_SHARE * per_round
         measure_budget = per_round - select_budget
         std = {
-            kind: accountant.noise_scale(tables.sensitivity(kind), measure_budget)
-            * (math.sqrt(2.0) if pure else 1.0)
+            kind: accountant.noise_scale(tables.sensitivity(kind), measure_budget) * spread
             for kind in {c.kind for c in pool}
         }
         limit = MAX_MODEL_CELLS * spent / budget
         scopes = list(model.scopes)
-        fitting = []
-        for c in pool:
-            grows = tables.model_scope(c)
-            if (
-                grows is None
-                or any(set(grows) <= set(k) for k in model.tree.cliques)
-                or _model_cells(sizes, scopes, grows) <= limit
-            ):
-                fitting.append(c)
+        fitting = [c for c in pool if _fits(tables.model_scope(c), model, scopes, limit)]
         tables.prepare(model, total)
         scales = np.array([tables.scale(c) * c.weight for c in fitting])
         scores = scales * np.array(
@@ -372,18 +372,7 @@ def run_loop(
         weights = scales * np.array([tables.sensitivity(c.kind) for c in fitting])
         pick = fitting[_select(scores, weights, select_budget, accountant, noise, round_)]
         before = tables.predict(pick)
-        measurements.append(
-            _measure(
-                pick.scope,
-                tables.exact(pick),
-                measure_budget,
-                accountant,
-                noise,
-                round_,
-                pick.kind,
-                tables.sensitivity(pick.kind),
-            )
-        )
+        measurements.append(measure(pick, measure_budget, round_))
         selected.append(pick.scope)
         model, total = _estimate(tables, measurements, settings.iterations, model)
         tables.prepare(model, total)
@@ -392,6 +381,14 @@ def run_loop(
             per_round *= 2.0
     model, total = _estimate(tables, measurements, 10 * settings.iterations, model)
     return LoopResult(measurements, model, total, selected)
+
+
+def _fits(grows: Scope | None, model: GraphicalModel, scopes: list[Scope], limit: float) -> bool:
+    """Whether measuring ``grows`` keeps the model within ``limit`` cells (``None``: it does not
+    enter the model)."""
+    if grows is None or any(set(grows) <= set(k) for k in model.tree.cliques):
+        return True
+    return _model_cells(model.sizes, scopes, grows) <= limit
 
 
 def _model_cells(sizes: Sequence[int], scopes: Sequence[Scope], extra: Scope) -> int:

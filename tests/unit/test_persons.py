@@ -56,17 +56,22 @@ def _unit_numbers(frame: pd.DataFrame) -> tuple[np.ndarray, float, float]:
     return shares, float(np.corrcoef(groups["age"].first(), rows)[0, 1]), float(np.mean(agree))
 
 
-@pytest.fixture(scope="module")
-def release():
-    table = _visits(3_000, 0)
-    synth = Synthesizer(
+def _persons(table: pa.Table, epsilon: float, seed: int) -> Synthesizer:
+    """A release of persons of ``table`` (in memory, seeded)."""
+    return Synthesizer(
         COLUMNS,
-        20.0,
+        epsilon,
         unit="patient",
         max_rows_per_unit=K,
         mechanism={"method": "adaptive"},
-        random_state=5,
+        random_state=seed,
     ).fit(table)
+
+
+@pytest.fixture(scope="module")
+def release():
+    table = _visits(3_000, 0)
+    synth = _persons(table, 20.0, 5)
     return table, synth, synth.sample().to_pandas()
 
 
@@ -124,15 +129,7 @@ def test_a_retry_refits_the_same_model(release):
 def test_the_prototype_sets_the_within_unit_agreement():
     """lambda 1 copies the prototype's cells to every row of a unit; lambda 0 leaves a unit's rows
     independent draws given the unit (agreement about the model's own, 1/4 here)."""
-    table = _visits(1_500, 1)
-    synth = Synthesizer(
-        COLUMNS,
-        5.0,
-        unit="patient",
-        max_rows_per_unit=K,
-        mechanism={"method": "adaptive"},
-        random_state=2,
-    ).fit(table)
+    synth = _persons(_visits(1_500, 1), 5.0, 2)
     tables, result = synth.persons_, synth.result_
     rng = np.random.default_rng(0)
     for value in (0.0, 1.0):
