@@ -253,11 +253,12 @@ def _vector_batches(values: np.ndarray) -> Iterator[pa.RecordBatch]:
 def unit_sums(
     df: DataFrame, codec: TableCodec, spec: UnitTables, unit: str, rank: str
 ) -> StatisticSums:
-    """The counts of a release of persons (``core.unit_tables``) in one Spark job: the kept rows
-    (``df``: the released columns, the ``unit`` and each row's ``rank`` within its unit) are
-    shuffled by unit and sorted by rank, so each task holds whole units; a task counts its
-    units' tables exactly (int64), and the results merge as the data pass's do. DataFrame
-    operations only (classic and Connect)."""
+    """The counts of a release of persons (``core.unit_tables``) in one Spark job over the kept
+    rows (``df``: the released columns, the ``unit`` and each row's ``rank`` in it, as
+    :func:`io.bound_contributions` leaves them: its window partitions the rows by unit, so each
+    task holds whole units); a task orders its units' rows by rank and counts their tables
+    exactly (int64); the results merge as the data pass's do. DataFrame operations only (classic
+    and Connect)."""
     bounds = codec.bounds()
     lower, upper = bounds.lower, bounds.upper
     size = spec.size
@@ -267,20 +268,20 @@ def unit_sums(
         counts = np.zeros(size + 3, dtype=np.int64)
         if parts:
             table = pa.Table.from_batches(parts)
+            labels = table.column(unit).combine_chunks().dictionary_encode().indices
+            units = np.asarray(labels.to_numpy(zero_copy_only=False))
+            ranks = np.asarray(table.column(rank).to_numpy(zero_copy_only=False))
+            order = np.lexsort((ranks, units))  # each unit's rows in the order of their rank
+            table, units = table.take(pa.array(order)), units[order]
             encoded = codec.encode_with_nulls(table.select(codec.names))
             x, nulls = encoded if isinstance(encoded, tuple) else (encoded, None)
             codes, ok, invalid, clamped = valid_codes(x, nulls, lower, upper, spec.coding)
-            labels = table.column(unit).combine_chunks().dictionary_encode().indices
-            units = np.asarray(labels.to_numpy(zero_copy_only=False))[ok]
-            counts[:size] = spec.counts(codes, units)
+            counts[:size] = spec.counts(codes, units[ok])
             counts[size:] = (table.num_rows, invalid, clamped)
         yield from _vector_batches(counts)
 
-    columns = [quote(c) for c in (*codec.names, unit, rank)]
-    grouped = (
-        df.selectExpr(*columns).repartition(quote(unit)).sortWithinPartitions(quote(unit), rank)
-    )
-    values = _merged_values(grouped.mapInArrow(run, RESULT_SCHEMA), size + 3)
+    selected = df.selectExpr(*(quote(c) for c in (*codec.names, unit, rank)))
+    values = _merged_values(selected.mapInArrow(run, RESULT_SCHEMA), size + 3)
     if values is None:
         return StatisticSums(np.zeros(size, dtype=np.int64), 0, 0, 0)
     seen, invalid, clamped = (int(v) for v in values[size:])

@@ -81,17 +81,9 @@ UNIT_RANK = "__dpsmooth_unit_rank"
 UNIT_DRAW = "__dpsmooth_unit_draw"
 
 
-def bound_contributions(
-    df: DataFrame, unit: str, rows: int, seed: int, keep_unit: bool = False
-) -> DataFrame:
-    """At most ``rows`` rows of each ``unit``: the rows of a unit ordered by a seeded hash of the
-    row itself (``xxhash64(seed, unit, columns)``, then the values for ties), the first ``rows``
-    kept; the unit column dropped (``keep_unit``: kept, with each row's rank in its unit as
-    :data:`UNIT_RANK`). Which rows a unit keeps is a function of the seed and that
-    unit's rows alone, so adding or removing one unit leaves every other unit's choice as it
-    was (docs/privacy.md section 1b); rows that tie are equal, so which of them is kept does not
-    matter. Runs before every statistic; DataFrame and SQL expressions only, so classic and
-    Connect sessions share it.
+def unit_draws(df: DataFrame, unit: str, seed: int) -> tuple[DataFrame, list[str]]:
+    """``df`` with each row's seeded hash (``xxhash64(seed, unit, columns)``, as
+    :data:`UNIT_DRAW`), and the order of a unit's rows: the hash, then the values for ties.
 
     Raises:
         InputError: a row has no unit (a null in the unit column).
@@ -103,9 +95,29 @@ def bound_contributions(
         )
     columns = [quote(c) for c in df.columns]  # the unit and the released columns
     drawn = df.selectExpr("*", f"xxhash64({int(seed)}, {', '.join(columns)}) AS {UNIT_DRAW}")
-    order = ", ".join([UNIT_DRAW, *columns])
+    return drawn, [UNIT_DRAW, *columns]
+
+
+def bound_contributions(
+    df: DataFrame, unit: str, rows: int, seed: int, keep_unit: bool = False
+) -> DataFrame:
+    """At most ``rows`` rows of each ``unit``: the rows of a unit ordered by a seeded hash of the
+    row itself (:func:`unit_draws`), the first ``rows`` kept; the unit column dropped
+    (``keep_unit``: kept, with each row's rank in its unit as :data:`UNIT_RANK`; the rows come
+    out of the window partitioned by unit). Which rows a unit keeps is a function of the seed and
+    that unit's rows alone, so adding or removing one unit leaves every other unit's choice as it
+    was (docs/privacy.md section 1b); rows that tie are equal, so which of them is kept does not
+    matter. Runs before every statistic; DataFrame and SQL expressions only, so classic and
+    Connect sessions share it.
+
+    Raises:
+        InputError: a row has no unit (a null in the unit column).
+    """
+    drawn, order = unit_draws(df, unit, seed)
     ranked = drawn.selectExpr(
-        "*", f"row_number() OVER (PARTITION BY {quote(unit)} ORDER BY {order}) AS {UNIT_RANK}"
+        "*",
+        f"row_number() OVER (PARTITION BY {quote(unit)} ORDER BY {', '.join(order)}) "
+        f"AS {UNIT_RANK}",
     )
     kept = ranked.where(f"{UNIT_RANK} <= {int(rows)}").drop(UNIT_DRAW)
     return kept if keep_unit else kept.drop(unit, UNIT_RANK)

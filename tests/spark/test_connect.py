@@ -207,9 +207,8 @@ def test_adaptive_release_through_connect_writes_the_classic_table(
 
 
 def test_person_tables_through_connect(spark, remote, tmp_path):
-    """A release of persons' pass (the bound keeping the unit and its rank, a shuffle by unit,
-    rows sorted by rank, a task per group of whole units) through Connect counts what the
-    classic session counts."""
+    """A release of persons' pass (the bound's window keeping the unit and its rank, each task
+    holding whole units) through Connect counts what the classic session counts."""
     from dpsmooth_spark.config import ColumnConfig
     from dpsmooth_spark.core.cell_marginals import CellCoding
     from dpsmooth_spark.core.columns import table_codec

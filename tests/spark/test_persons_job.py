@@ -67,8 +67,8 @@ def _config(tmp_path: Path, **extra) -> dict:
 
 
 def test_the_grouped_pass_counts_what_the_library_counts(spark, tmp_path: Path) -> None:
-    """Spark's pass (units shuffled to their tasks, sorted by rank) against the same rows and
-    ranks counted in one piece."""
+    """Spark's pass (the bound's window leaves each unit's kept rows in one task of five or more)
+    against the same rows and ranks counted in one piece."""
     config = parse_config(_config(tmp_path))
     table = pq.read_table(tmp_path / "visits.parquet")
     codec = table_codec(config.columns, table.schema)
