@@ -170,7 +170,9 @@ def scale(rows: int, out: Path) -> None:
                 {
                     "method": label,
                     "seconds": seconds,
-                    "rows_written": manifest["output"]["rows"],
+                    "rows_written": manifest["output"].get(
+                        "rows", manifest["output"].get("rows_expected")
+                    ),
                     "units_written": manifest["output"].get("units"),
                 }
             )

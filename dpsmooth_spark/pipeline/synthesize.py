@@ -266,9 +266,10 @@ def _run_persons(config: ReleaseConfig, quiet: bool) -> ReleaseReport:
         accountant = run.reused_accountant()
         with run.log.stage("estimate"):
             result, tables = persons.replay(run.previous.statistics, spec, settings)
-    units = config.output.units or persons.units_released(result, tables)
+    noisy_units = persons.units_released(result, tables)
+    units = config.output.units or noisy_units
     lambdas = tables.agreements(result.model, result.total)
-    rows = round(units * result.total / max(persons.units_released(result, tables), 1))
+    rows = round(units * result.total / noisy_units)  # expected: each unit draws its rows
     on_executors = config.output.sampling == "executors" or (
         config.output.sampling == "auto" and rows > EXECUTOR_SAMPLING_ROWS
     )
@@ -334,7 +335,7 @@ def _run_persons(config: ReleaseConfig, quiet: bool) -> ReleaseReport:
     }
     output = {
         "units": units,
-        "rows": rows,
+        "rows" if not on_executors else "rows_expected": rows,
         "unit_column": unit,
         "unit_ids": f"fresh strings '{prefix}-<n>', n from 0 to units - 1 (never a real id)",
         "sampled_on": "executors" if on_executors else "driver",
