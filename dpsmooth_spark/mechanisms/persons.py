@@ -5,9 +5,10 @@ The model is the adaptive mechanism's graphical model over the kept rows, with o
 value on each of its rows (``core/unit_tables.py``). The loop measures three kinds of table:
 
 - ``rows``: a marginal of the rows, as for a table of records (sensitivity ``k`` per unit);
-- ``units``: over a scope that holds ``rows``, each unit adds its rows' shares of the cells
-  (``1 / m`` per row: sensitivity 1 per unit). Over per-unit columns and ``rows`` it counts
-  units. The model reads it as its marginal over the scope times ``1 / m``;
+- ``units``: over a scope (one that holds ``rows``, or a per-unit column alone), each unit adds
+  its rows' shares of the cells (``1 / m`` per row: sensitivity 1 per unit). Over per-unit
+  columns it counts units. The model reads it as its marginal over the scope and ``rows`` times
+  ``1 / m``, summed over ``rows`` where the scope does not hold it;
 - ``agreement``: for a row column, how often two distinct rows of one unit share a cell, one
   number, at most one per unit with two rows or more (sensitivity 1). Its model: a unit
   draws a prototype row; each of its rows takes the prototype's cell with probability ``lambda``
