@@ -281,14 +281,16 @@ class GraphicalModel:
         rng: np.random.Generator,
         stratified: bool = True,
         given: tuple[Scope, np.ndarray] | None = None,
+        marginals: list[np.ndarray] | None = None,
     ) -> np.ndarray:
         """``(rows, d)`` cell codes, forward-sampled along the tree. ``stratified``: the rows that
         share a separator's cells draw their uniforms as one stratified sample (a random
         permutation of ``(r + U) / m``), so each clique's counts follow the model up to rounding
         instead of multinomial noise, and rows stay exchangeable; else i.i.d. ``given``: a scope
         that one clique holds and each row's cells there (``(rows, len(scope))``): the rows are
-        drawn from the model given them (the tree is rooted at that clique)."""
-        marginals = self.clique_marginals()
+        drawn from the model given them (the tree is rooted at that clique). ``marginals``: the
+        clique marginals, where the caller has them (several draws from one model)."""
+        marginals = self.clique_marginals() if marginals is None else marginals
         tree = self.tree if given is None else self.tree.rooted(self.tree.home(given[0]))
         cliques, parents = tree.cliques, tree.parents
         out = np.zeros((rows, len(self.sizes)), dtype=np.int64)

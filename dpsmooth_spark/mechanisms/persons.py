@@ -99,6 +99,7 @@ class PersonTables(Tables):
         self.k = spec.max_rows
         self.rows = spec.rows_variable
         self.unit = (*(j for j, on in enumerate(spec.per_unit) if on), self.rows)
+        self.units = 0.0  # the prepared model's unit count: each rows value's rows over it
 
     def first(self) -> list[Candidate]:
         """Every column's one-way marginal, every row column's agreement, and the units' table
@@ -117,7 +118,7 @@ class PersonTables(Tables):
         most ``k``), its error is in rows, as a marginal's."""
         if c.kind == "rows":
             return 1.0
-        return min(float(self.k), self._total / max(self._units, 1.0))
+        return min(float(self.k), self._total / max(self.units, 1.0))
 
     def _cells(self, scope: Scope) -> int:
         return int(np.prod([self.sizes[v] for v in scope]))
@@ -146,7 +147,7 @@ class PersonTables(Tables):
     def prepare(self, model: GraphicalModel, total: float) -> None:
         super().prepare(model, total)
         rows = model.marginal((self.rows,), self._cliques)
-        self._units = total * float(np.sum(rows / np.arange(1, self.k + 1)))
+        self.units = total * float(np.sum(rows / np.arange(1, self.k + 1)))
 
     def model_scope(self, c: Candidate) -> Scope | None:
         if c.kind == "agreement":
@@ -268,7 +269,7 @@ def replay(data: dict, spec: UnitTables, settings: LoopSettings) -> tuple[LoopRe
 def units_released(result: LoopResult, tables: PersonTables) -> int:
     """The model's unit count (the noisy counts' post-processing)."""
     tables.prepare(result.model, result.total)
-    return max(1, round(tables._units))
+    return max(1, round(tables.units))
 
 
 def draw_persons(
@@ -283,8 +284,10 @@ def draw_persons(
     rows from the model given them, each row taking the prototype's cell of column ``j`` where
     its uniform is below ``lambdas[j]``."""
     spec, model = tables.spec, result.model
+    cliques = model.clique_marginals()  # one belief propagation for every draw below
     shape = [tables.sizes[v] for v in tables.unit]
-    shares = (model.marginal(tables.unit).reshape(shape) / tables._per_row(tables.unit)).ravel()
+    shares = model.marginal(tables.unit, cliques).reshape(shape) / tables._per_row(tables.unit)
+    shares = shares.ravel()
     shares = shares / shares.sum()
     cumulative = np.cumsum(shares)
     cumulative[-1] = 1.0
@@ -293,7 +296,8 @@ def draw_persons(
     attributes = np.column_stack(np.unravel_index(picked, [tables.sizes[v] for v in tables.unit]))
     rows = attributes[:, -1] + 1
     d = spec.rows_variable
-    prototypes = model.sample(units, rng, given=(tables.unit, attributes))[:, :d]
+    prototypes = model.sample(units, rng, given=(tables.unit, attributes), marginals=cliques)
+    prototypes = prototypes[:, :d]
     unit = np.repeat(np.arange(units), rows)
     place = np.arange(unit.size) - np.repeat(np.cumsum(rows) - rows, rows)  # the row's number
     codes = np.empty((unit.size, d), dtype=np.int64)
@@ -301,7 +305,8 @@ def draw_persons(
     # counts follow the model up to rounding, and a unit's own rows stay independent draws
     for r in range(int(rows.max(initial=0))):
         at = np.flatnonzero(place == r)
-        fresh = model.sample(at.size, rng, given=(tables.unit, attributes[unit[at]]))[:, :d]
+        given = (tables.unit, attributes[unit[at]])
+        fresh = model.sample(at.size, rng, given=given, marginals=cliques)[:, :d]
         u = (rng.permutation(at.size) + rng.random()) / at.size
         take = u[:, None] < lambdas[None, :]
         codes[at] = np.where(take, prototypes[unit[at]], fresh)
