@@ -341,6 +341,8 @@ LARGE_EPSILON = 10.0
 """Above this epsilon a release carries a warning (log, manifest, report)."""
 MAX_EPSILON = 100.0
 """Above this epsilon a release is refused unless ``privacy.allow_large_epsilon: true``."""
+UNIT_ROWS_COLUMN = "rows"
+"""The units table's column of each unit's row count (``output.units_table``)."""
 
 
 class PrivacyConfig(_Strict):
@@ -486,6 +488,14 @@ class OutputConfig(_TableLocation):
             "A release of persons (privacy.unit with mechanism.method: adaptive) writes this "
             "many synthetic units, each with its rows and a fresh id in the unit column; null: "
             "the noisy unit count."
+        ),
+    )
+    units_table: bool = Field(
+        default=False,
+        description=(
+            "A release of persons also writes units/: one row per synthetic unit (its id, its "
+            "per-unit columns, its row count `rows`), joinable with data/ on the unit column; "
+            "parquet output only."
         ),
     )
     mode: Literal["error", "overwrite"] = Field(
@@ -663,6 +673,28 @@ class ReleaseConfig(_Strict):
     @model_validator(mode="after")
     def _columns_privacy_and_mechanism_agree(self) -> ReleaseConfig:
         check_synthesis(self.columns, self.privacy, self.mechanism)
+        return self
+
+    @model_validator(mode="after")
+    def _units_table(self) -> ReleaseConfig:
+        if not self.output.units_table:
+            return self
+        if not self.persons:
+            raise ValueError(
+                "output.units_table needs a release of persons (privacy.unit with "
+                "mechanism.method: adaptive)"
+            )
+        if self.output.format != "parquet":
+            raise ValueError(
+                "output.units_table needs output.format: parquet (the units table is written "
+                "beside data/ in the release folder)"
+            )
+        taken = {self.privacy.unit, *(c.name for c in self.columns if c.per_unit)}
+        if UNIT_ROWS_COLUMN in taken:
+            raise ValueError(
+                f"output.units_table names its row count {UNIT_ROWS_COLUMN!r}, which is the unit "
+                "or a per-unit column here: rename that column"
+            )
         return self
 
     @model_validator(mode="after")

@@ -337,3 +337,17 @@ def persons_table(
     table = codec.decode(values, nulls if nulls.any() else None)
     ids = pa.array([f"{prefix}-{first_id + u}" for u in unit], type=pa.string())
     return table.add_column(0, unit_column, ids)
+
+
+def unit_table(
+    rows: pa.Table, unit_column: str, per_unit: Sequence[str], count_column: str = "rows"
+) -> pa.Table:
+    """The units of a table of persons, one row each in the order they first appear: the unit's
+    id, its per-unit columns (constant over its rows) and ``count_column``, its row count. A
+    function of the released rows: it spends nothing."""
+    found = rows.group_by(unit_column, use_threads=False).aggregate(
+        [*((name, "first") for name in per_unit), ([], "count_all")]
+    )
+    names = {f"{name}_first": name for name in per_unit} | {"count_all": count_column}
+    found = found.rename_columns([names.get(n, n) for n in found.column_names])
+    return found.select([unit_column, *per_unit, count_column])

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from dpsmooth_spark.config import ColumnConfig, PrivacyConfig, check_synthesis
+from dpsmooth_spark.config import UNIT_ROWS_COLUMN, ColumnConfig, PrivacyConfig, check_synthesis
 from dpsmooth_spark.core.columns import ColumnTypeError, TableCodec
 from dpsmooth_spark.core.contributions import bounded_rows, row_keys
 from dpsmooth_spark.core.kernel import PassSpec, partial_sums
@@ -226,6 +226,18 @@ class Synthesizer:
             self.result_, count, self.rng_, self.params.herding_rows, self.codec_
         )
         return data.to_pandas() if self.pandas_ else data
+
+    def units_table(self, sample: Any) -> Any:
+        """The units of a :meth:`sample` of persons (an Arrow table or a pandas DataFrame; the
+        answer is the same kind), one row each: the unit column, the per-unit columns and
+        ``rows``, its row count (what ``output.units_table`` writes; no budget)."""
+        if self.persons_ is None or self.privacy.unit is None:
+            raise ValueError("units_table: only a release of persons (privacy unit, adaptive)")
+        arrow = isinstance(sample, pa.Table)
+        table = sample if arrow else pa.Table.from_pandas(sample, preserve_index=False)
+        names = [c.name for c in self.columns if c.per_unit]
+        found = persons.unit_table(table, self.privacy.unit, names, UNIT_ROWS_COLUMN)
+        return found if arrow else found.to_pandas()
 
 
 def _check_rows(codec: TableCodec, data: pa.Table, on_invalid: str) -> None:

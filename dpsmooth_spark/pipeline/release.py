@@ -498,13 +498,21 @@ class ReleaseRun:
         table: pa.Table | io.DataWriter | None,
         documents: dict[str, dict[str, Any]],
         manifest: dict[str, Any],
+        units: pa.Table | io.UnitsWriter | None = None,
     ) -> ReleaseReport:
-        """Write the release folder atomically and mark the release complete in the ledger."""
+        """Write the release folder atomically and mark the release complete in the ledger;
+        ``units``: a release of persons' units table (``output.units_table``, parquet only)."""
         output = self.config.output
         with self.log.stage("write"):
             if output.format == "parquet":  # a writer from the executors partitions by itself
                 hashes = io.write_release(
-                    output.path, table, documents, manifest, output.mode, output.partition_by
+                    output.path,
+                    table,
+                    documents,
+                    manifest,
+                    output.mode,
+                    output.partition_by,
+                    units,
                 )
             elif output.format == "table":
                 side = Path(self.config.ledger_path).parent / "_dpsmooth" / output.path

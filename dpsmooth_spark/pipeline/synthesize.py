@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from dpsmooth_spark.config import ConfigError, ReleaseConfig
+from dpsmooth_spark.config import UNIT_ROWS_COLUMN, ConfigError, ReleaseConfig
 from dpsmooth_spark.core.columns import TableCodec
 from dpsmooth_spark.core.sampling import herds
 from dpsmooth_spark.evaluation.metrics import distinct_rows
@@ -275,7 +275,9 @@ def _run_persons(config: ReleaseConfig, quiet: bool) -> ReleaseReport:
     )
     prefix = f"{int(run.rng.integers(2**32)):08x}"
     names = [*run.codec.names]
+    unit_columns = [n for n, on in zip(names, per_unit, strict=True) if on]
     data: pa.Table | io.DataWriter
+    units_table: pa.Table | io.UnitsWriter | None = None
     if on_executors:
         partitions = config.output.partitions or max(1, -(-rows // 1_000_000))
         shares = np.full(partitions, units // partitions)
@@ -297,6 +299,15 @@ def _run_persons(config: ReleaseConfig, quiet: bool) -> ReleaseReport:
             )
 
         schema = pa.schema([pa.field(unit, pa.string()), *run.codec.schema()])
+        if config.output.units_table:
+            units_table = io.units_on_executors(
+                run.spark(),
+                schema,
+                unit,
+                unit_columns,
+                UNIT_ROWS_COLUMN,
+                config.output.partition_by,
+            )
         data = io.tables_on_executors(
             run.spark(),
             draw,
@@ -311,12 +322,14 @@ def _run_persons(config: ReleaseConfig, quiet: bool) -> ReleaseReport:
                 result, tables, lambdas, run.codec, units, run.rng, unit, 0, prefix
             )
             rows = data.num_rows
+            if config.output.units_table:
+                units_table = persons.unit_table(data, unit, unit_columns, UNIT_ROWS_COLUMN)
     mechanism = {
         "reference": "AIM (McKenna, Mullins, Sheldon, Miklau, VLDB 2022) over the rows, the "
         "units and the agreement of a unit's rows; docs/mechanisms.md (synthetic persons)",
         "parameters": {"method": "adaptive", "rounds": params.rounds},
         "cells": list(spec.sizes),
-        "per_unit_columns": [n for n, on in zip(names, per_unit, strict=True) if on],
+        "per_unit_columns": unit_columns,
         "measured": [
             {
                 "kind": m.kind,
@@ -333,7 +346,7 @@ def _run_persons(config: ReleaseConfig, quiet: bool) -> ReleaseReport:
             [_variable(names, unit, v) for v in c] for c in result.model.tree.cliques
         ],
     }
-    output = {
+    output: dict[str, Any] = {
         "units": units,
         "rows" if not on_executors else "rows_expected": rows,
         "unit_column": unit,
@@ -341,8 +354,18 @@ def _run_persons(config: ReleaseConfig, quiet: bool) -> ReleaseReport:
         "sampled_on": "executors" if on_executors else "driver",
         "files": "data/*.parquet, summary.json (DP measurements), manifest.json",
     }
+    if config.output.units_table:
+        output["files"] = (
+            "data/*.parquet, units/*.parquet, summary.json (DP measurements), manifest.json"
+        )
+        output["units_table"] = {
+            "path": "units/",
+            "columns": [unit, *unit_columns, UNIT_ROWS_COLUMN],
+            "relation": f"one row per unit of data/, joined on {unit!r}: its per-unit columns "
+            f"and {UNIT_ROWS_COLUMN!r}, its rows in data/ (a function of data/: no budget)",
+        }
     manifest = run.manifest(accountant, mechanism, output, {})
-    return run.write(data, {"summary.json": result.to_dict()}, manifest)
+    return run.write(data, {"summary.json": result.to_dict()}, manifest, units_table)
 
 
 def _variable(names: list[str], unit: str, v: int) -> str:

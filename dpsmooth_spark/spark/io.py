@@ -35,6 +35,7 @@ NUMERIC_TYPES = (
     T.DecimalType,
 )
 DATA_DIR = "data"
+UNITS_DIR = "units"
 ROWS_PER_FILE = 1_000_000
 
 
@@ -281,6 +282,8 @@ def _release_id_of(folder: Path) -> str | None:
 
 DataWriter = Callable[[Path], None]
 """Writes the synthetic table into the given (staging) ``data/`` folder, e.g. from executors."""
+UnitsWriter = Callable[[Path, Path], None]
+"""Writes the units table into its folder (the second) from the rows' folder (the first)."""
 
 
 DATE_COLUMN = "release_date"
@@ -327,9 +330,11 @@ def write_release(
     manifest: dict[str, Any],
     mode: str,
     partition_by: str | None = None,
+    units: pa.Table | UnitsWriter | None = None,
 ) -> dict[str, str]:
-    """Write ``data/`` (a table, or a writer that fills the folder), the JSON ``documents`` and
-    ``manifest.json`` as one unit.
+    """Write ``data/`` (a table, or a writer that fills the folder), ``units/`` where given (a
+    release of persons' units table, or a writer that derives it from ``data/``), the JSON
+    ``documents`` and ``manifest.json`` as one unit.
 
     Everything goes to a hidden staging folder beside ``path``, which is renamed into place only
     when complete; with ``overwrite`` the old folder is moved aside first and deleted after.
@@ -346,6 +351,10 @@ def write_release(
         staging.mkdir(parents=True)
         if table is not None:
             _write_rows(table, staging / DATA_DIR, partition_by)
+        if callable(units):
+            units(staging / DATA_DIR, staging / UNITS_DIR)
+        elif units is not None:
+            _write_rows(units, staging / UNITS_DIR)
         for name, doc in documents.items():
             (staging / name).write_text(json.dumps(doc, indent=1))
         hashes = {
@@ -625,6 +634,40 @@ def tables_on_executors(
         writer = rows_df.write.mode("error")
         column = partition_column(partition_by)
         (writer.partitionBy(column) if column is not None else writer).parquet(str(folder))
+
+    return write
+
+
+def units_on_executors(
+    spark: SparkSession,
+    schema: pa.Schema,
+    unit: str,
+    per_unit: list[str],
+    count_column: str,
+    partition_by: str | None = None,
+) -> UnitsWriter:
+    """A writer of the units table (``mechanisms.persons.unit_table``) that Spark derives from
+    the rows the executors wrote (``schema``): grouped by ``unit``, each per-unit column's value
+    (constant over a unit's rows) and the unit's row count."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    if partition_by == "date":
+        schema = schema.append(pa.field(DATE_COLUMN, pa.string()))
+
+    def write(rows_folder: Path, folder: Path) -> None:
+        # the rows' schema: a partition column keeps its type, not one read from folder names
+        rows = spark.read.schema(from_arrow_schema(schema)).parquet(str(rows_folder))
+        # one SQL string, so classic and Connect sessions share it
+        view = f"dpsmooth_units_{uuid.uuid4().hex}"
+        picked = [f"first({quote(name)}) AS {quote(name)}" for name in per_unit]
+        picked.append(f"count(*) AS {quote(count_column)}")
+        rows.createOrReplaceTempView(view)
+        try:
+            spark.sql(
+                f"SELECT {quote(unit)}, {', '.join(picked)} FROM {view} GROUP BY {quote(unit)}"
+            ).write.mode("error").parquet(str(folder))
+        finally:
+            spark.catalog.dropTempView(view)
 
     return write
 

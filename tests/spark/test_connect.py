@@ -240,3 +240,16 @@ def test_person_tables_through_connect(spark, remote, tmp_path):
         counted.append(unit_sums(kept, codec, spec, "patient_id", io.UNIT_RANK))
     np.testing.assert_array_equal(counted[0].values, counted[1].values)
     assert counted[1].rows_seen == int(np.minimum(sizes, 5).sum())
+
+    # the units table Spark derives from rows the executors wrote (output.units_table) is the
+    # driver's group-by, through Connect as well
+    rows = table.set_column(0, "patient_id", pa.array([f"u-{u}" for u in unit]))
+    (tmp_path / "rows").mkdir()
+    pq.write_table(rows, tmp_path / "rows" / "part-0.parquet")
+    io.units_on_executors(remote, rows.schema, "patient_id", ["age"], "rows")(
+        tmp_path / "rows", tmp_path / "units"
+    )
+    found = pq.read_table(tmp_path / "units").to_pandas().sort_values("patient_id")
+    expected = persons.unit_table(rows, "patient_id", ["age"]).to_pandas()
+    expected = expected.sort_values("patient_id")
+    assert found.to_dict("list") == expected.to_dict("list")

@@ -91,8 +91,10 @@ def test_the_grouped_pass_counts_what_the_library_counts(spark, tmp_path: Path) 
 
 def test_a_release_of_persons_writes_units_and_a_retry_draws_nothing(tmp_path: Path) -> None:
     raw = _config(tmp_path, release_id="persons-1")
+    raw["output"] = {**raw["output"], "units_table": True}
     report = run_synthesize(parse_config(raw), quiet=True)
     out = pq.read_table(Path(report.output_path) / "data").to_pandas()
+    _assert_units_table(Path(report.output_path), out)
     assert list(out.columns) == ["patient", "sex", "age", "ward", "cost"]
     real_ids = set(pq.read_table(tmp_path / "visits.parquet").column("patient").to_pylist())
     assert not set(out["patient"]) & real_ids
@@ -116,13 +118,38 @@ def test_executors_draw_the_units(tmp_path: Path) -> None:
     """output.sampling: executors: each task draws its share of the units, ids numbered on from
     the tasks before it, so they stay distinct."""
     raw = _config(tmp_path)
-    raw["output"] = {**raw["output"], "units": 900, "sampling": "executors", "partitions": 3}
+    raw["output"] = {
+        **raw["output"],
+        "units": 900,
+        "sampling": "executors",
+        "partitions": 3,
+        "units_table": True,
+        "partition_by": "sex",
+    }
     report = run_synthesize(parse_config(raw), quiet=True)
     out = pq.read_table(Path(report.output_path) / "data").to_pandas()
+    out["sex"] = out["sex"].astype(str)  # a hive partition reads back as a category
     assert out["patient"].nunique() == 900
+    _assert_units_table(Path(report.output_path), out)
     assert (out.groupby("patient")[["sex", "age"]].nunique() == 1).all().all()
     manifest = json.loads((Path(report.output_path) / "manifest.json").read_text())
     assert manifest["output"]["sampled_on"] == "executors"
+
+
+def _assert_units_table(release: Path, rows) -> None:
+    """units/ holds every unit of data/ once, with its rows' per-unit values and row count, and
+    the manifest states the relation."""
+    units = pq.read_table(release / "units").to_pandas().set_index("patient")
+    assert sorted(units.columns) == ["age", "rows", "sex"]
+    assert units.index.is_unique and set(units.index) == set(rows["patient"])
+    joined = rows.join(units, on="patient", rsuffix="_unit")
+    assert (joined["sex"] == joined["sex_unit"]).all()
+    assert (joined["age"] == joined["age_unit"]).all()
+    counts = rows.groupby("patient").size()
+    assert (units["rows"].loc[counts.index] == counts).all()
+    manifest = json.loads((release / "manifest.json").read_text())
+    assert manifest["output"]["units_table"]["columns"] == ["patient", "sex", "age", "rows"]
+    assert any(name.startswith("units/") for name in manifest["content_sha256"])
 
 
 def test_a_per_unit_column_without_a_unit_is_refused_before_any_budget(tmp_path: Path) -> None:

@@ -151,6 +151,33 @@ def test_interrupted_swap_restores_the_previous_release(tmp_path):
     assert not list(tmp_path.glob(".release.*"))
 
 
+def test_a_failed_units_table_leaves_the_previous_release(tmp_path):
+    """The units table is written in the same staging folder as the rows: a writer that fails
+    midway leaves the previous release whole and no staging behind."""
+    target = tmp_path / "release"
+    write_release(str(target), pa.table({"a": [1.0]}), {}, {"release_id": "one"}, "error")
+    before = (target / "manifest.json").read_text()
+
+    def broken(rows: Path, folder: Path) -> None:
+        folder.mkdir()
+        (folder / "part-0.parquet").write_bytes(b"partial")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        write_release(
+            str(target),
+            pa.table({"a": [2.0]}),
+            {},
+            {"release_id": "two"},
+            "overwrite",
+            None,
+            broken,
+        )
+    assert (target / "manifest.json").read_text() == before
+    assert not (target / "units").exists()
+    assert not list(tmp_path.glob(".release.*"))
+
+
 def test_task_failure_and_retry_do_not_change_the_statistics(spark, wdbc_bounds, tmp_path):
     from pyspark import TaskContext
 

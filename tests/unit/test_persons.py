@@ -99,6 +99,10 @@ def test_a_release_of_persons_has_fresh_ids_and_constant_attributes(release):
     assert abs(synthetic["patient"].nunique() - 3_000) < 100  # the noisy unit count
     fixed = synth.sample(units=50).to_pandas()
     assert fixed["patient"].nunique() == 50
+    units = synth.units_table(synthetic)  # one row per unit, joinable on the unit column
+    assert list(units.columns) == ["patient", "sex", "age", "rows"]
+    assert units["patient"].is_unique and units["rows"].sum() == len(synthetic)
+    assert (units.set_index("patient")["rows"] == sizes.loc[units["patient"]].values).all()
 
 
 def test_a_release_of_persons_spends_its_budget_per_unit(release):
@@ -150,6 +154,21 @@ def test_the_prototype_sets_the_within_unit_agreement():
         ({"mechanism": {"method": "fixed"}}, "needs mechanism.method: adaptive"),
         ({"output": {"path": "out", "units": 0}}, "greater than or equal to 1"),
         ({"output": {"path": "out", "units": 10, "rows": 5}}, "exclude each other"),
+        (
+            {"output": {"path": "out", "units_table": True}, "mechanism": {"method": "fixed"}},
+            "needs mechanism.method: adaptive",
+        ),
+        (
+            {"output": {"path": "out", "units_table": True, "format": "delta"}},
+            "units_table needs output.format: parquet",
+        ),
+        (
+            {
+                "output": {"path": "out", "units_table": True},
+                "columns": [*COLUMNS, {"name": "rows", "lower": 0, "upper": 9, "per_unit": True}],
+            },
+            "names its row count 'rows'",
+        ),
     ],
 )
 def test_bad_person_configs_are_refused(change, message):
@@ -175,6 +194,36 @@ def test_units_without_a_unit_are_refused():
     }
     with pytest.raises(ValueError, match="output.units needs privacy.unit"):
         parse_config(config)
+
+
+def test_a_units_table_without_a_unit_is_refused():
+    config = {
+        "input": {"path": "visits.parquet"},
+        "columns": [c | {"per_unit": False} for c in COLUMNS],
+        "privacy": {"epsilon": 1.0},
+        "output": {"path": "out", "units_table": True},
+        "mechanism": {"method": "adaptive"},
+    }
+    with pytest.raises(ValueError, match="units_table needs a release of persons"):
+        parse_config(config)
+
+
+def test_the_units_table_holds_each_unit_once_with_its_rows():
+    """Keyed on the unit: its per-unit values as on its rows, and its row count."""
+    rows = pa.table(
+        {
+            "patient": ["u-2", "u-2", "u-0", "u-1", "u-1", "u-1"],
+            "sex": ["F", "F", None, "M", "M", "M"],
+            "ward": ["A", "B", "A", "C", "C", "D"],
+        }
+    )
+    units = persons.unit_table(rows, "patient", ["sex"], "rows")
+    assert units.column_names == ["patient", "sex", "rows"]
+    assert units.to_pylist() == [
+        {"patient": "u-2", "sex": "F", "rows": 2},
+        {"patient": "u-0", "sex": None, "rows": 1},
+        {"patient": "u-1", "sex": "M", "rows": 3},
+    ]
 
 
 def test_too_many_per_unit_cells_are_refused_before_any_noise():
