@@ -4,7 +4,8 @@ Every column is coded into cells (``core.cell_marginals``: a category's levels, 
 otherwise). The candidates are the 1-, 2- and 3-way marginals of those cells, each a
 :class:`Candidate` record whose exact answer one data pass computes. The loop on the driver:
 
-1. measures every one-way marginal;
+1. measures every one-way marginal (the first's noisy total decides whether later rounds pair
+   up, :data:`MIN_SIGNAL`);
 2. then, round after round, estimates the table (``core.graphical.fit_model``, warm-started),
    scores every candidate by its weighted L1 error under the estimate less the error its noise
    alone would leave, picks one with the exponential mechanism, and measures it;
@@ -42,7 +43,9 @@ rest."""
 MIN_SIGNAL = 2.0
 """Where a later round's measurement of a median pair (a 2-way marginal of the rows) would expect
 fewer counts per cell per noise standard deviation, rounds pair up: half as many, twice the
-budget each (once: on small tables every pair is below it, and fewer pairs measured lose more)."""
+budget each (once: on small tables every pair is below it, and fewer pairs measured lose more).
+Where fewer than two paired rounds would be left, the first round takes their budget: one pick
+that low buys less than the first round's tables do with it."""
 MAX_MODEL_CELLS = 2_000_000
 """Largest model (cells of the junction tree's cliques) the loop may grow to; AIM grows its
 limit with the budget spent, and so does the loop."""
@@ -329,23 +332,25 @@ def run_loop(
     per_round = budget / rounds
     pool = tables.pool()
     # the first round: one round's budget per table, split in proportion to sqrt(cells times
-    # sensitivity), which minimises their summed expected L1 noise at a fixed sum of budgets
+    # sensitivity), which minimises their summed expected L1 noise at a fixed sum of budgets;
+    # with fewer than two later rounds, the whole budget
     shares = np.sqrt([tables.size(c) * tables.sensitivity(c.kind) for c in first])
-    split = per_round * len(first) * shares / shares.sum()
-    measurements = [measure(c, float(b), 0) for c, b in zip(first, split, strict=True)]
-    spent = per_round * len(first)
+    later = rounds - len(first)
+    spent = budget if later < 2.0 - 1e-9 else per_round * len(first)
+    split = spent * shares / shares.sum()
+    measurements = [measure(first[0], float(split[0]), 0)]
+    # the first table's noisy total decides the later rounds: they pair up once (twice the
+    # budget each) where one would measure a median pair below MIN_SIGNAL, and where fewer
+    # than two of them are then left, the rest of the first round takes their budget
+    if spent < budget and _low_signal(tables, pool, measurements[0], per_round, accountant):
+        per_round *= 2.0
+        if later < 4.0 - 1e-9 and len(first) > 1:
+            split[1:] = (budget - split[0]) * shares[1:] / shares[1:].sum()
+            spent = budget
+    measurements += [measure(c, float(b), 0) for c, b in zip(first[1:], split[1:], strict=True)]
     model, total = _estimate(tables, measurements, settings.iterations, None)
     selected: list[Scope] = []
     round_ = 0
-    # where a later round would measure a median pair below MIN_SIGNAL, rounds pair up (each
-    # doubles its budget): a function of the first round's noisy total and public sizes
-    pairs = sorted(c.cells for c in pool if c.kind == "rows" and len(c.scope) == 2)
-    if pairs:
-        per_cell = total / pairs[len(pairs) // 2]
-        if budget - spent > 2.0 * per_round and per_cell < MIN_SIGNAL * spread * (
-            accountant.noise_scale(1.0, (1.0 - SELECTION_SHARE) * per_round)
-        ):
-            per_round *= 2.0
     while budget - spent > 1e-12 * budget:
         round_ += 1
         if budget - spent < 2.0 * per_round:
@@ -381,6 +386,25 @@ def run_loop(
             per_round *= 2.0
     model, total = _estimate(tables, measurements, 10 * settings.iterations, model)
     return LoopResult(measurements, model, total, selected)
+
+
+def _low_signal(
+    tables: Tables,
+    pool: Sequence[Candidate],
+    measured: Measurement,
+    per_round: float,
+    accountant: PrivacyAccountant,
+) -> bool:
+    """Whether a median pair (a 2-way marginal of the rows) measured at ``per_round`` would
+    expect fewer than :data:`MIN_SIGNAL` counts per cell per noise standard deviation, the
+    counts from ``measured``'s noisy total (a DP output) and the pairs' public sizes."""
+    pairs = sorted(c.cells for c in pool if c.kind == "rows" and len(c.scope) == 2)
+    found = tables.rows_sum(measured)
+    if not pairs or found is None:
+        return False
+    spread = math.sqrt(2.0) if accountant.pure else 1.0  # a noise scale's standard deviation
+    noise = spread * accountant.noise_scale(1.0, (1.0 - SELECTION_SHARE) * per_round)
+    return max(found[0], 1.0) / pairs[len(pairs) // 2] < MIN_SIGNAL * noise
 
 
 def _fits(grows: Scope | None, model: GraphicalModel, scopes: list[Scope], limit: float) -> bool:

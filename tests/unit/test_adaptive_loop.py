@@ -49,6 +49,41 @@ def test_the_loop_spends_exactly_its_budget(delta: float) -> None:
     assert stages == {"marginal", "select"}
 
 
+def _spend(accountant: PrivacyAccountant) -> dict[int, float]:
+    """Epsilon per round (round 0: the first)."""
+    out: dict[int, float] = {}
+    for c in accountant.charges:
+        out[int(c.stage.split(".")[-1])] = out.get(int(c.stage.split(".")[-1]), 0.0) + c.epsilon
+    return out
+
+
+def test_below_the_signal_rounds_pair_up_and_a_short_loop_joins_the_first_round() -> None:
+    """The first table's noisy total decides (seeded; the margins are wide): 2,000 rows at
+    epsilon 0.1 put a median pair (12 cells) at about 0.7 counts per cell per noise sd of one
+    round, under MIN_SIGNAL's 2, so the four later rounds of 2 d = 8 pair up (twice the budget
+    each; annealing may double it again); with rounds = 6 only one paired round would be left,
+    and the first round takes the whole budget. 20,000 rows at epsilon 2 (about 80) leave both
+    as they are."""
+    for n, epsilon, rounds in ((2_000, 0.1, None), (2_000, 0.1, 6), (20_000, 2.0, None)):
+        accountant = PrivacyAccountant(epsilon)
+        result = adaptive.run_loop(
+            _tables(_answers(_table(n, 2))),
+            accountant,
+            NoiseSource(np.random.default_rng(3)),
+            adaptive.LoopSettings(rounds=rounds),
+        )
+        spend = _spend(accountant)
+        assert sum(spend.values()) == pytest.approx(epsilon, rel=1e-9)
+        if rounds == 6:  # one round: the whole budget on the one-way marginals
+            assert result.selected == [] and spend == {0: pytest.approx(epsilon, rel=1e-9)}
+        elif n == 2_000:  # the first later round has twice one round's budget
+            assert spend[0] == pytest.approx(epsilon / 2)
+            assert spend[1] >= 2 * epsilon / 8 * (1 - 1e-9)
+        else:
+            assert spend[0] == pytest.approx(epsilon / 2)
+            assert spend[1] == pytest.approx(epsilon / 8)
+
+
 def test_it_picks_the_related_pair_and_keeps_the_rest_independent() -> None:
     """At epsilon 2 on 20,000 rows the related pair's error (about 0.9 of its mass) towers over
     every other candidate's score; seeded, so it never fails by chance."""
