@@ -13,6 +13,7 @@ Everything here is post-processing of noisy marginals: nothing reads data.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -93,6 +94,13 @@ class JunctionTree:
                     parents[j] = i
                     order.append(j)
         return JunctionTree(self.cliques, tuple(parents), tuple(order))
+
+
+@functools.lru_cache(maxsize=4096)
+def tree_cells(sizes: tuple[int, ...], scopes: tuple[Scope, ...]) -> int:
+    """Cells of the junction tree over ``scopes`` (cached: the adaptive loop asks again, round
+    after round, for most of the trees it asked for before)."""
+    return junction_tree(sizes, scopes).cells(sizes)
 
 
 def junction_tree(sizes: Sequence[int], scopes: Sequence[Scope]) -> JunctionTree:

@@ -21,7 +21,6 @@ is a :class:`Measurement` (scope, noisy counts, noise); the fit reads only that 
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 from collections.abc import Callable, Sequence
@@ -31,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from dpsmooth_spark.core.cell_marginals import CellCoding
-from dpsmooth_spark.core.graphical import GraphicalModel, Observed, fit_model, junction_tree
+from dpsmooth_spark.core.graphical import GraphicalModel, Observed, fit_model, tree_cells
 from dpsmooth_spark.privacy.accountant import PrivacyAccountant
 from dpsmooth_spark.privacy.noise import NoiseSource
 
@@ -412,15 +411,4 @@ def _fits(grows: Scope | None, model: GraphicalModel, scopes: list[Scope], limit
     enter the model)."""
     if grows is None or any(set(grows) <= set(k) for k in model.tree.cliques):
         return True
-    return _model_cells(model.sizes, scopes, grows) <= limit
-
-
-def _model_cells(sizes: Sequence[int], scopes: Sequence[Scope], extra: Scope) -> int:
-    """Cells of the junction tree over ``scopes`` and ``extra``."""
-    return _tree_cells(tuple(sizes), tuple(sorted(set(scopes) | {extra})))
-
-
-@functools.lru_cache(maxsize=4096)
-def _tree_cells(sizes: tuple[int, ...], scopes: tuple[Scope, ...]) -> int:
-    """Cached: a round asks again for most of the previous round's trees."""
-    return junction_tree(sizes, scopes).cells(sizes)
+    return tree_cells(tuple(model.sizes), tuple(sorted({*scopes, grows}))) <= limit
