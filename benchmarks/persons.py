@@ -20,10 +20,11 @@ real rows truncated at ``k``. Beside it, the unit-level releases of loose rows: 
 
     python -m benchmarks persons --scale 10000000
 
-times two Spark jobs (``local[2]``, the default session, after an untimed release of persons of
-the same table) on a generated table of that many rows (units of 1 to 39 rows, 20 on average):
-the release of persons and the unit-level release of loose rows (``method: fixed``), both at
-epsilon 1 with ``k = 10``, rows drawn by the executors.
+times three Spark jobs (``local[2]``, the default session, after an untimed release of persons
+of the same table) on a generated table of that many rows (units of 1 to 39 rows, 20 on
+average): the release of persons, the same with ``output.units_table``, and the unit-level
+release of loose rows (``method: fixed``), all at epsilon 1 with ``k = 10``, rows drawn by the
+executors.
 Writes ``benchmarks/persons_scale.json``.
 """
 
@@ -146,10 +147,11 @@ def scale(rows: int, out: Path) -> None:
         path = Path(tmp) / "visits.parquet"
         table = large_visits(rows)
         pq.write_table(table, path, row_group_size=1_000_000)
-        for label, columns, method in (
-            ("warm-up", COLUMNS, "adaptive"),  # the session starts, the files are read: untimed
-            ("persons", COLUMNS, "adaptive"),
-            ("rows fixed", row_columns(), "fixed"),
+        for label, columns, method, extra in (
+            ("warm-up", COLUMNS, "adaptive", {}),  # the session starts, the files are read
+            ("persons", COLUMNS, "adaptive", {}),
+            ("persons and units table", COLUMNS, "adaptive", {"units_table": True}),
+            ("rows fixed", row_columns(), "fixed", {}),
         ):
             config = parse_config(
                 {
@@ -157,7 +159,7 @@ def scale(rows: int, out: Path) -> None:
                     "columns": columns,
                     "privacy": {"epsilon": 1.0, "unit": UNIT, "max_rows_per_unit": K},
                     "mechanism": {"method": method},
-                    "output": {"path": str(Path(tmp) / label.replace(" ", "_"))},
+                    "output": {"path": str(Path(tmp) / label.replace(" ", "_")), **extra},
                 }
             )
             start = time.perf_counter()
