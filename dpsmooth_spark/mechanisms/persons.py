@@ -340,7 +340,7 @@ def persons_table(
 
 
 def unit_table(
-    rows: pa.Table, unit_column: str, per_unit: Sequence[str], count_column: str = "rows"
+    rows: pa.Table, unit_column: str, per_unit: Sequence[str], count_column: str
 ) -> pa.Table:
     """The units of a table of persons, one row each in the order they first appear: the unit's
     id, its per-unit columns (constant over its rows) and ``count_column``, its row count. A

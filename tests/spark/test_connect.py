@@ -250,6 +250,6 @@ def test_person_tables_through_connect(spark, remote, tmp_path):
         tmp_path / "rows", tmp_path / "units"
     )
     found = pq.read_table(tmp_path / "units").to_pandas().sort_values("patient_id")
-    expected = persons.unit_table(rows, "patient_id", ["age"]).to_pandas()
+    expected = persons.unit_table(rows, "patient_id", ["age"], "rows").to_pandas()
     expected = expected.sort_values("patient_id")
     assert found.to_dict("list") == expected.to_dict("list")

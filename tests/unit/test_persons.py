@@ -184,27 +184,22 @@ def test_bad_person_configs_are_refused(change, message):
         parse_config(config)
 
 
-def test_units_without_a_unit_are_refused():
+@pytest.mark.parametrize(
+    ("output", "message"),
+    [
+        ({"units": 100}, "output.units needs privacy.unit"),
+        ({"units_table": True}, "units_table needs a release of persons"),
+    ],
+)
+def test_unit_outputs_without_a_unit_are_refused(output, message):
     config = {
         "input": {"path": "visits.parquet"},
         "columns": [c | {"per_unit": False} for c in COLUMNS],
         "privacy": {"epsilon": 1.0},
-        "output": {"path": "out", "units": 100},
+        "output": {"path": "out", **output},
         "mechanism": {"method": "adaptive"},
     }
-    with pytest.raises(ValueError, match="output.units needs privacy.unit"):
-        parse_config(config)
-
-
-def test_a_units_table_without_a_unit_is_refused():
-    config = {
-        "input": {"path": "visits.parquet"},
-        "columns": [c | {"per_unit": False} for c in COLUMNS],
-        "privacy": {"epsilon": 1.0},
-        "output": {"path": "out", "units_table": True},
-        "mechanism": {"method": "adaptive"},
-    }
-    with pytest.raises(ValueError, match="units_table needs a release of persons"):
+    with pytest.raises(ValueError, match=message):
         parse_config(config)
 
 
