@@ -14,6 +14,7 @@ Everything here is post-processing of noisy marginals: nothing reads data.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -115,7 +116,7 @@ def junction_tree(sizes: Sequence[int], scopes: Sequence[Scope]) -> JunctionTree
     left = set(range(d))
     found: list[frozenset[int]] = []
     while left:
-        v = min(left, key=lambda u: (np.prod([sizes[w] for w in neighbours[u] | {u}]), u))
+        v = min(left, key=lambda u: (sizes[u] * math.prod(sizes[w] for w in neighbours[u]), u))
         clique = frozenset(neighbours[v] | {v})
         found.append(clique)
         for u in neighbours[v]:
