@@ -352,12 +352,10 @@ def _run_persons(config: ReleaseConfig, quiet: bool) -> ReleaseReport:
         "unit_column": unit,
         "unit_ids": f"fresh strings '{prefix}-<n>', n from 0 to units - 1 (never a real id)",
         "sampled_on": "executors" if on_executors else "driver",
-        "files": "data/*.parquet, summary.json (DP measurements), manifest.json",
+        "files": f"data/*.parquet, {'units/*.parquet, ' if config.output.units_table else ''}"
+        "summary.json (DP measurements), manifest.json",
     }
     if config.output.units_table:
-        output["files"] = (
-            "data/*.parquet, units/*.parquet, summary.json (DP measurements), manifest.json"
-        )
         output["units_table"] = {
             "path": "units/",
             "columns": [unit, *unit_columns, UNIT_ROWS_COLUMN],
