@@ -25,10 +25,11 @@ Scope = tuple[int, ...]
 
 def _logsumexp(x: np.ndarray, axis: tuple[int, ...] | None = None) -> np.ndarray:
     """``log sum exp`` over ``axis`` (dimensions kept), stable: scipy's costs 10x as much per
-    call on the small tables of a junction tree."""
-    top = np.max(x, axis=axis, keepdims=True)
-    top = np.where(np.isfinite(top), top, 0.0)
-    return top + np.log(np.sum(np.exp(x - top), axis=axis, keepdims=True))
+    call on the small tables of a junction tree (so do numpy's function wrappers: methods)."""
+    top = x.max(axis=axis, keepdims=True)
+    if not np.isfinite(top).all():
+        top = np.where(np.isfinite(top), top, 0.0)
+    return top + np.log(np.exp(x - top).sum(axis=axis, keepdims=True))
 
 
 @dataclass(frozen=True)
@@ -69,10 +70,6 @@ class JunctionTree:
     parents: tuple[int, ...]
     order: tuple[int, ...]
 
-    def cells(self, sizes: Sequence[int]) -> int:
-        """Cells of all clique tables together (the model's size)."""
-        return int(sum(np.prod([sizes[v] for v in c], dtype=np.float64) for c in self.cliques))
-
     def home(self, scope: Scope) -> int:
         """The smallest clique containing ``scope``."""
         fits = [i for i, c in enumerate(self.cliques) if set(scope) <= set(c)]
@@ -101,30 +98,41 @@ class JunctionTree:
 def tree_cells(sizes: tuple[int, ...], scopes: tuple[Scope, ...]) -> int:
     """Cells of the junction tree over ``scopes`` (cached: the adaptive loop asks again, round
     after round, for most of the trees it asked for before)."""
-    return junction_tree(sizes, scopes).cells(sizes)
+    return sum(math.prod(sizes[v] for v in c) for c in _maximal_cliques(sizes, scopes))
 
 
-def junction_tree(sizes: Sequence[int], scopes: Sequence[Scope]) -> JunctionTree:
-    """A junction tree of the graph joining the columns of each scope: greedy elimination (the
-    column whose clique has fewest cells first), maximal cliques, then a maximum spanning tree
-    on the cliques' shared columns (Kruskal)."""
+def _maximal_cliques(sizes: Sequence[int], scopes: Sequence[Scope]) -> tuple[Scope, ...]:
+    """The maximal cliques of greedy elimination on the graph joining the columns of each scope
+    (the column whose clique has fewest cells first; ties: the lower column)."""
     d = len(sizes)
     neighbours: list[set[int]] = [set() for _ in range(d)]
     for scope in scopes:
         for v in scope:
             neighbours[v].update(u for u in scope if u != v)
-    left = set(range(d))
+
+    def cost(u: int) -> tuple[int, int]:
+        return sizes[u] * math.prod(sizes[w] for w in neighbours[u]), u
+
+    costs = {u: cost(u) for u in range(d)}  # only an eliminated column's neighbours change
     found: list[frozenset[int]] = []
-    while left:
-        v = min(left, key=lambda u: (sizes[u] * math.prod(sizes[w] for w in neighbours[u]), u))
+    while costs:
+        v = min(costs, key=costs.__getitem__)
         clique = frozenset(neighbours[v] | {v})
         found.append(clique)
+        del costs[v]
         for u in neighbours[v]:
             neighbours[u].update(neighbours[v] - {u})
             neighbours[u].discard(v)
-        left.remove(v)
+            costs[u] = cost(u)
     maximal = [c for c in found if not any(c < o for o in found)]
-    cliques = tuple(sorted({tuple(sorted(c)) for c in maximal}))
+    return tuple(sorted({tuple(sorted(c)) for c in maximal}))
+
+
+def junction_tree(sizes: Sequence[int], scopes: Sequence[Scope]) -> JunctionTree:
+    """A junction tree of the graph joining the columns of each scope: the maximal cliques of
+    greedy elimination (:func:`_maximal_cliques`), then a maximum spanning tree on the cliques'
+    shared columns (Kruskal)."""
+    cliques = _maximal_cliques(sizes, scopes)
     m = len(cliques)
     edges = sorted(
         ((len(set(cliques[i]) & set(cliques[j])), i, j) for i in range(m) for j in range(i + 1, m)),
@@ -191,37 +199,20 @@ class GraphicalModel:
         grown.potentials[: len(self.potentials)] = [p.copy() for p in self.potentials]
         return grown
 
-    def _clique_potentials(self) -> list[np.ndarray]:
-        out = [np.zeros(tuple(self.sizes[v] for v in c)) for c in self.tree.cliques]
-        for scope, potential in zip(self.scopes, self.potentials, strict=True):
-            home = self.tree.home(scope)
-            out[home] = out[home] + potential.reshape(
-                _shape(self.sizes, scope, self.tree.cliques[home])
-            )
-        return out
-
     def clique_marginals(self) -> list[np.ndarray]:
         """Every clique's marginal (sum-product on the tree, in log space)."""
-        cliques, parents, order = self.tree.cliques, self.tree.parents, self.tree.order
+        plan = _propagation(self.tree, self.sizes, self.scopes)
+        incoming = [np.zeros(shape) for shape in plan.shapes]
+        for (home, shape), potential in zip(plan.homes, self.potentials, strict=True):
+            incoming[home] = incoming[home] + potential.reshape(shape)
         up: dict[int, np.ndarray] = {}
-        incoming = self._clique_potentials()
-        for i in reversed(order):
-            parent = parents[i]
-            if parent < 0:
-                continue
-            sep = _separator(cliques[i], cliques[parent])
-            message = _logsumexp(incoming[i], _axes_without(cliques[i], sep))
-            up[i] = message.reshape(_shape(self.sizes, sep, cliques[parent]))
+        for i, parent, axes, shape in plan.up:
+            up[i] = _logsumexp(incoming[i], axes).reshape(shape)
             incoming[parent] = incoming[parent] + up[i]
         beliefs = incoming
-        for i in order:
-            parent = parents[i]
-            if parent < 0:
-                continue
-            sep = _separator(cliques[i], cliques[parent])
-            rest = beliefs[parent] - up[i]
-            down = _logsumexp(rest, _axes_without(cliques[parent], sep))
-            beliefs[i] = beliefs[i] + down.reshape(_shape(self.sizes, sep, cliques[i]))
+        for i, parent, axes, shape in plan.down:
+            down = _logsumexp(beliefs[parent] - up[i], axes)
+            beliefs[i] = beliefs[i] + down.reshape(shape)
         out = []
         for b in beliefs:
             p = np.exp(b - _logsumexp(b))
@@ -233,11 +224,11 @@ class GraphicalModel:
         holds it, else by eliminating along the part of the tree that joins its columns (the
         joint there is the product of the clique marginals over their separators')."""
         marginals = self.clique_marginals() if marginals is None else marginals
+        holding = _holding(self.tree, self.sizes, scope)
+        if holding is not None:
+            home, axes = holding
+            return marginals[home].sum(axis=axes).ravel()
         cliques, parents = self.tree.cliques, self.tree.parents
-        holding = [i for i, c in enumerate(cliques) if set(scope) <= set(c)]
-        if holding:
-            home = min(holding, key=lambda i: marginals[i].size)
-            return marginals[home].sum(axis=_axes_without(cliques[home], scope)).ravel()
         # the smallest subtree touching every column of the scope: climb from each touching clique
         depth = {i: 0 for i in self.tree.order}
         for i in self.tree.order:
@@ -352,6 +343,59 @@ def stratified_uniforms(groups: np.ndarray, count: int, rng: np.random.Generator
     u = np.empty(rows)
     u[order] = (ranks + offsets[groups[order]]) / sizes[groups[order]]
     return u
+
+
+@dataclass(frozen=True)
+class _Propagation:
+    """What belief propagation on one tree needs, worked out once per model structure: each
+    clique's shape, each scope's home clique and the shape that broadcasts its potential there,
+    and the messages up (leaves first) and down (root first) as ``(clique, parent, axes summed
+    out, shape at the receiver)``."""
+
+    shapes: tuple[tuple[int, ...], ...]
+    homes: tuple[tuple[int, tuple[int, ...]], ...]
+    up: tuple[tuple[int, int, tuple[int, ...], tuple[int, ...]], ...]
+    down: tuple[tuple[int, int, tuple[int, ...], tuple[int, ...]], ...]
+
+
+@functools.lru_cache(maxsize=256)
+def _propagation(
+    tree: JunctionTree, sizes: tuple[int, ...], scopes: tuple[Scope, ...]
+) -> _Propagation:
+    cliques, parents = tree.cliques, tree.parents
+    homes = []
+    for scope in scopes:
+        home = tree.home(scope)
+        homes.append((home, _shape(sizes, scope, cliques[home])))
+    up, down = [], []
+    for i in tree.order:
+        parent = parents[i]
+        if parent < 0:
+            continue
+        sep = _separator(cliques[i], cliques[parent])
+        up.append((i, parent, _axes_without(cliques[i], sep), _shape(sizes, sep, cliques[parent])))
+        down.append(
+            (i, parent, _axes_without(cliques[parent], sep), _shape(sizes, sep, cliques[i]))
+        )
+    return _Propagation(
+        tuple(tuple(sizes[v] for v in c) for c in cliques),
+        tuple(homes),
+        tuple(reversed(up)),
+        tuple(down),
+    )
+
+
+@functools.lru_cache(maxsize=16_384)
+def _holding(
+    tree: JunctionTree, sizes: tuple[int, ...], scope: Scope
+) -> tuple[int, tuple[int, ...]] | None:
+    """The clique of fewest cells that holds ``scope`` and the axes to sum out of it (``None``:
+    none holds it)."""
+    holding = [i for i, c in enumerate(tree.cliques) if set(scope) <= set(c)]
+    if not holding:
+        return None
+    home = min(holding, key=lambda i: math.prod(sizes[v] for v in tree.cliques[i]))
+    return home, _axes_without(tree.cliques[home], scope)
 
 
 def _product(
