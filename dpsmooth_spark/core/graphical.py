@@ -115,17 +115,21 @@ def _maximal_cliques(sizes: Sequence[int], scopes: Sequence[Scope]) -> tuple[Sco
 
     costs = {u: cost(u) for u in range(d)}  # only an eliminated column's neighbours change
     found: list[frozenset[int]] = []
+    holding: list[list[frozenset[int]]] = [[] for _ in range(d)]
     while costs:
         v = min(costs, key=costs.__getitem__)
         clique = frozenset(neighbours[v] | {v})
-        found.append(clique)
+        # maximal unless an earlier clique holding v holds it (no later one holds v)
+        if not any(clique <= o for o in holding[v]):
+            found.append(clique)
+        for u in neighbours[v]:
+            holding[u].append(clique)
         del costs[v]
         for u in neighbours[v]:
             neighbours[u].update(neighbours[v] - {u})
             neighbours[u].discard(v)
             costs[u] = cost(u)
-    maximal = [c for c in found if not any(c < o for o in found)]
-    return tuple(sorted({tuple(sorted(c)) for c in maximal}))
+    return tuple(sorted(tuple(sorted(c)) for c in found))
 
 
 def junction_tree(sizes: Sequence[int], scopes: Sequence[Scope]) -> JunctionTree:
@@ -213,11 +217,19 @@ class GraphicalModel:
         for i, parent, axes, shape in plan.down:
             down = _logsumexp(beliefs[parent] - up[i], axes)
             beliefs[i] = beliefs[i] + down.reshape(shape)
+        # a calibrated tree: every belief sums to the same partition function, the root's
+        log_partition = _logsumexp(beliefs[self.tree.order[0]])
         out = []
         for b in beliefs:
-            p = np.exp(b - _logsumexp(b))
+            p = np.exp(b - log_partition.ravel()[0])
             out.append(p / p.sum())
         return out
+
+    def scope_marginals(self, cliques: list[np.ndarray]) -> list[np.ndarray]:
+        """The marginal over each of the model's scopes (shaped as its potential), from the
+        clique marginals ``cliques``."""
+        plan = _propagation(self.tree, self.sizes, self.scopes)
+        return [cliques[home].sum(axis=axes) for home, axes in plan.reads]
 
     def marginal(self, scope: Scope, marginals: list[np.ndarray] | None = None) -> np.ndarray:
         """The model's marginal over ``scope`` (sorted), flattened in C order: from a clique that
@@ -349,11 +361,13 @@ def stratified_uniforms(groups: np.ndarray, count: int, rng: np.random.Generator
 class _Propagation:
     """What belief propagation on one tree needs, worked out once per model structure: each
     clique's shape, each scope's home clique and the shape that broadcasts its potential there,
-    and the messages up (leaves first) and down (root first) as ``(clique, parent, axes summed
-    out, shape at the receiver)``."""
+    the clique each scope's marginal is read from and the axes summed out there, and the
+    messages up (leaves first) and down (root first) as ``(clique, parent, axes summed out,
+    shape at the receiver)``."""
 
     shapes: tuple[tuple[int, ...], ...]
     homes: tuple[tuple[int, tuple[int, ...]], ...]
+    reads: tuple[tuple[int, tuple[int, ...]], ...]
     up: tuple[tuple[int, int, tuple[int, ...], tuple[int, ...]], ...]
     down: tuple[tuple[int, int, tuple[int, ...], tuple[int, ...]], ...]
 
@@ -363,10 +377,11 @@ def _propagation(
     tree: JunctionTree, sizes: tuple[int, ...], scopes: tuple[Scope, ...]
 ) -> _Propagation:
     cliques, parents = tree.cliques, tree.parents
-    homes = []
+    homes, reads = [], []
     for scope in scopes:
         home = tree.home(scope)
         homes.append((home, _shape(sizes, scope, cliques[home])))
+        reads.append(_holding(tree, sizes, scope) or (home, _axes_without(cliques[home], scope)))
     up, down = [], []
     for i in tree.order:
         parent = parents[i]
@@ -380,6 +395,7 @@ def _propagation(
     return _Propagation(
         tuple(tuple(sizes[v] for v in c) for c in cliques),
         tuple(homes),
+        tuple(reads),
         tuple(reversed(up)),
         tuple(down),
     )
@@ -411,11 +427,7 @@ def _loss(
 ) -> tuple[float, list[np.ndarray], list[np.ndarray]]:
     """``(loss, gradient per scope potential, scope marginals)`` of
     ``1/2 sum ((mu_s - y) / std)^2``."""
-    cliques = model.clique_marginals()
-    marginals = [
-        model.marginal(scope, cliques).reshape(p.shape)
-        for scope, p in zip(model.scopes, model.potentials, strict=True)
-    ]
+    marginals = model.scope_marginals(model.clique_marginals())
     grads = [np.zeros_like(m) for m in marginals]
     loss = 0.0
     for obs, slot in zip(observed, slots, strict=True):
