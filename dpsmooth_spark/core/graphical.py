@@ -460,8 +460,12 @@ def fit_model(
     slots = [model.scopes.index(o.scope) for o in observed]
     step = min(float(np.min(o.std)) for o in observed) ** 2
     loss, grads, marginals = _loss(model, observed, slots)
+    refused = 0
     for _ in range(iterations):
-        step *= 2.0
+        # a longer step is tried only after one that held at once (else it would be refused
+        # again: every refusal costs a belief propagation)
+        step *= 2.0 if refused == 0 else 1.0
+        refused = 0
         for _ in range(25):
             trial = replace(
                 model,
@@ -475,6 +479,7 @@ def fit_model(
             if loss - new_loss >= 0.5 * decrease:  # Armijo: half the first-order decrease
                 break
             step *= 0.5
+            refused += 1
         else:
             break
         model, loss, grads, marginals = trial, new_loss, new_grads, new_marginals
