@@ -4,6 +4,7 @@
     python -m benchmarks scale --sizes 6 7     # a subset (exponents of 10)
     python -m benchmarks scale --d 10 --sizes 6 7   # narrower tables (the kernel is cheaper)
     python -m benchmarks scale --rows 3000000       # any row counts
+    python -m benchmarks scale --rows 3000000 --method adaptive   # the adaptive loop's job
 
 Each table (correlated Gaussian, clipped to [-1, 1], float64, row groups of 250,000 rows, files of
 10^7 rows) is generated once under ``build/scale/`` and reused. For each size, in a fresh process:
@@ -16,6 +17,8 @@ the
   and the peak RSS of the
   JVM (which in local mode hosts the executors as well as the driver), sampled every 0.5 s; below
   10^8 rows also the data pass alone, run again in the same session (warm: no start-up costs).
+  With ``--method adaptive`` the job runs ``mechanism: {method: adaptive}`` and the row records
+  ``loop_share``: the loop's stage (select, measure, estimate) over the job's total.
 
 Writes ``benchmarks/scale.json``.
 """
@@ -133,17 +136,21 @@ class JvmPeak:
         return self.peak_mb
 
 
-def run_job(folder: str, n: int, d: int) -> dict:
+LOOP_STAGE = "select, measure, estimate"
+
+
+def run_job(folder: str, n: int, d: int, method: str = "fixed") -> dict:
     from dpsmooth_spark.config import parse_config
     from dpsmooth_spark.pipeline.synthesize import run_synthesize
     from dpsmooth_spark.spark import data_pass, session
 
-    out = str(BUILD / f"release_n{n}_d{d}")
+    out = str(BUILD / f"release_n{n}_d{d}_{method}")
     config = parse_config(
         {
             "input": {"path": folder},
             "columns": [{"name": f"c{i}", "lower": -1, "upper": 1} for i in range(d)],
             "privacy": {"epsilon": 1.0},
+            "mechanism": {"method": method},
             "output": {"path": out, "mode": "overwrite", "rows": 100_000},
             "ledger": {"path": out + ".ledger.sqlite"},
             "spark": {"master": "local[2]"},
@@ -156,7 +163,7 @@ def run_job(folder: str, n: int, d: int) -> dict:
     stages = report.manifest["stage_seconds"]
     pass_seconds = stages.get("data pass", float("nan"))
     warm = None
-    if n < 10**8:
+    if n < 10**8 and method == "fixed":
         start = time.perf_counter()
         data_pass.exact_sums_arrow(
             session.get_session(), folder, config.public_bounds(), config.mechanism.pass_spec(d)
@@ -167,7 +174,11 @@ def run_job(folder: str, n: int, d: int) -> dict:
         "stage_seconds": stages,
         "pass_rows_per_s": n / pass_seconds,
         "warm_pass_rows_per_s": warm,
-        "basis_size": report.manifest["mechanism"]["basis"]["size"],
+        **(
+            {"basis_size": report.manifest["mechanism"]["basis"]["size"]}
+            if method == "fixed"
+            else {"loop_share": stages[LOOP_STAGE] / total}
+        ),
         "driver_peak_rss_mb": peak_rss_mb(),
         "jvm_peak_rss_mb": jvm.stop(),
     }
@@ -200,29 +211,30 @@ def main(argv: list[str] | None = None) -> None:
         "--rows", nargs="*", type=int, default=[], help="row counts (instead of --sizes)"
     )
     ap.add_argument("--d", type=int, default=D, help="columns")
+    ap.add_argument("--method", choices=["fixed", "adaptive"], default="fixed")
     ap.add_argument("--generate-only", action="store_true")
-    ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    ap.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        mode, folder, n, d = args.child
+        mode, folder, n, d, method = args.child
         result = (
             run_numpy(folder, int(n), int(d))
             if mode == "numpy"
-            else run_job(folder, int(n), int(d))
+            else run_job(folder, int(n), int(d), method)
         )
         print("RESULT " + json.dumps(result), flush=True)
         return
     out_path = ROOT / "benchmarks" / "scale.json"
     previous = json.loads(out_path.read_text())["sizes"] if out_path.exists() else []
-    rows = {(r["n"], r["d"]): r for r in previous}
+    rows = {(r["n"], r["d"], r.get("method", "fixed")): r for r in previous}
     for n in args.rows or [10**exponent for exponent in args.sizes]:
         folder = make_table(n, args.d)
         if args.generate_only:
             continue
-        row: dict = {"n": n, "d": args.d}
+        row: dict = {"n": n, "d": args.d, "method": args.method}
         for mode in ("numpy", "job"):
             row[mode] = run_child(
-                ["scale", "--child", mode, str(folder), str(n), str(args.d)],
+                ["scale", "--child", mode, str(folder), str(n), str(args.d), args.method],
                 f"{mode} run failed at n = {n}",
             )
         row["pass_over_numpy_1proc"] = row["job"]["pass_rows_per_s"] / row["numpy"]["rows_per_s"]
@@ -231,7 +243,7 @@ def main(argv: list[str] | None = None) -> None:
             row["warm_pass_over_numpy_2cores"] = (
                 row["job"]["warm_pass_rows_per_s"] / row["numpy"]["rows_per_s"] / 2
             )
-        rows[(n, args.d)] = row
+        rows[(n, args.d, args.method)] = row
         print(
             json.dumps(
                 {
