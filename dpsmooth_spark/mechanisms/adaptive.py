@@ -89,7 +89,7 @@ class LoopSettings:
             one round each); annealing then ends the loop sooner. ``None``: ``2 d`` under pure
             epsilon-DP, ``16 d`` in zCDP (AIM's, whose composition grows with the square root).
         max_way: largest candidate marginal (1 to 3).
-        iterations: mirror-descent steps of each round's estimate; the final one takes twice
+        iterations: mirror-descent steps of each round's estimate; the final one takes ten times
             as many.
     """
 
@@ -146,7 +146,7 @@ class LoopResult:
         model, total = _estimate(tables, found[:first], iterations, None)
         for end in range(first + 1, len(found) + 1):
             model, total = _estimate(tables, found[:end], iterations, model)
-        model, total = _estimate(tables, found, 2 * iterations, model)
+        model, total = _estimate(tables, found, 10 * iterations, model)
         return cls(found, model, total, [m.scope for m in found if m.round > 0])
 
     def sample(
@@ -383,7 +383,7 @@ def run_loop(
         moved = np.abs(tables.predict(pick) - before).sum()
         if moved <= _noise_l1(std[pick.kind], pick.cells, pure):
             per_round *= 2.0
-    model, total = _estimate(tables, measurements, 2 * settings.iterations, model)
+    model, total = _estimate(tables, measurements, 10 * settings.iterations, model)
     return LoopResult(measurements, model, total, selected)
 
 
