@@ -25,7 +25,8 @@ Scope = tuple[int, ...]
 
 def _logsumexp(x: np.ndarray, axis: tuple[int, ...] | None = None) -> np.ndarray:
     """``log sum exp`` over ``axis`` (dimensions kept), stable: scipy's costs 10x as much per
-    call on the small tables of a junction tree (so do numpy's function wrappers: methods)."""
+    call on the small tables of a junction tree, and numpy's function wrappers cost as much as
+    the arithmetic there, so it calls the array methods."""
     top = x.max(axis=axis, keepdims=True)
     if not np.isfinite(top).all():
         top = np.where(np.isfinite(top), top, 0.0)

@@ -11,6 +11,7 @@ from dpsmooth_spark.core.graphical import (
     Observed,
     fit_model,
     junction_tree,
+    tree_cells,
 )
 
 SIZES = (3, 4, 2, 3, 2)
@@ -51,6 +52,45 @@ def test_junction_tree_has_the_running_intersection_property() -> None:
         holding = {i for i, c in enumerate(tree.cliques) if v in c}
         tops = {i for i in holding if tree.parents[i] not in holding}
         assert len(tops) == 1, (v, tree)
+
+
+def _elimination_cliques(sizes: tuple[int, ...], scopes: list[tuple[int, ...]]) -> set:
+    """Greedy elimination written plainly: every clique it forms, then the maximal ones."""
+    neighbours = [set() for _ in sizes]
+    for scope in scopes:
+        for v in scope:
+            neighbours[v] |= set(scope) - {v}
+    left, found = set(range(len(sizes))), []
+    while left:
+        v = min(left, key=lambda u: (sizes[u] * int(np.prod([sizes[w] for w in neighbours[u]])), u))
+        found.append(frozenset(neighbours[v] | {v}))
+        for u in neighbours[v]:
+            neighbours[u] = (neighbours[u] | neighbours[v]) - {u, v}
+        left.remove(v)
+    return {tuple(sorted(c)) for c in found if not any(c < o for o in found)}
+
+
+def test_the_trees_cliques_are_plain_greedy_eliminations_maximal_cliques() -> None:
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        d = int(rng.integers(2, 12))
+        sizes = tuple(int(v) for v in rng.integers(2, 6, d))
+        scopes = [
+            tuple(sorted(rng.choice(d, int(rng.integers(1, min(d, 3) + 1)), replace=False)))
+            for _ in range(int(rng.integers(1, 2 * d)))
+        ]
+        expected = _elimination_cliques(sizes, scopes)
+        assert set(junction_tree(sizes, scopes).cliques) == expected
+        cells = sum(int(np.prod([sizes[v] for v in c])) for c in expected)
+        assert tree_cells(sizes, tuple(sorted(set(scopes)))) == cells
+
+
+def test_scope_marginals_are_the_marginals_of_the_scopes() -> None:
+    model = _random_model(1)
+    cliques = model.clique_marginals()
+    for scope, table in zip(model.scopes, model.scope_marginals(cliques), strict=True):
+        np.testing.assert_allclose(table.ravel(), model.marginal(scope), atol=1e-12)
+        assert table.shape == tuple(SIZES[v] for v in scope)
 
 
 def test_every_marginal_matches_the_enumerated_joint() -> None:
