@@ -423,22 +423,63 @@ def _product(
     return union, x.reshape(_shape(sizes, a, union)) * y.reshape(_shape(sizes, b, union))
 
 
-def _loss(
-    model: GraphicalModel, observed: Sequence[Observed], slots: Sequence[int]
-) -> tuple[float, list[np.ndarray], list[np.ndarray]]:
-    """``(loss, gradient per scope potential, scope marginals)`` of
-    ``1/2 sum ((mu_s - y) / std)^2``."""
+@dataclass(frozen=True)
+class _Targets:
+    """The measurements laid out against the model's scope marginals flattened into one vector
+    (each scope at ``offsets[k]``), so the loss and its gradient are a few array operations:
+    a plain table's cells at positions ``index`` with values ``values`` and inverse variances
+    ``precision``; the linear queries (``Observed.weights``) one by one, with their scope's
+    position (``queries``)."""
+
+    offsets: tuple[int, ...]
+    index: np.ndarray
+    values: np.ndarray
+    precision: np.ndarray
+    queries: tuple[tuple[Observed, int], ...]
+
+    @classmethod
+    def of(cls, model: GraphicalModel, observed: Sequence[Observed]) -> _Targets:
+        sizes = [p.size for p in model.potentials]
+        offsets = tuple(int(v) for v in np.concatenate([[0], np.cumsum(sizes)]))
+        plain = [o for o in observed if o.weights is None]
+        slots = [model.scopes.index(o.scope) for o in plain]
+        index = [offsets[k] + np.arange(sizes[k]) for k in slots]
+        return cls(
+            offsets,
+            np.concatenate(index) if index else np.zeros(0, dtype=np.int64),
+            np.concatenate([o.values for o in plain]) if plain else np.zeros(0),
+            np.concatenate([np.broadcast_to(1.0 / np.square(o.std), o.values.shape) for o in plain])
+            if plain
+            else np.zeros(0),
+            tuple((o, model.scopes.index(o.scope)) for o in observed if o.weights is not None),
+        )
+
+    def potentials(self, flat: np.ndarray, model: GraphicalModel) -> list[np.ndarray]:
+        """``flat`` cut into the model's scope potentials (views)."""
+        return [
+            flat[a:b].reshape(p.shape)
+            for a, b, p in zip(self.offsets[:-1], self.offsets[1:], model.potentials, strict=True)
+        ]
+
+
+def _loss(model: GraphicalModel, targets: _Targets) -> tuple[float, np.ndarray, np.ndarray]:
+    """``(loss, gradient over the scope marginals, scope marginals)``, both flattened as
+    ``targets`` lays them out, of ``1/2 sum ((mu_s - y) / std)^2``."""
     marginals = model.scope_marginals(model.clique_marginals())
-    grads = [np.zeros_like(m) for m in marginals]
-    loss = 0.0
-    for obs, slot in zip(observed, slots, strict=True):
+    flat = np.concatenate([m.ravel() for m in marginals])
+    gap = flat[targets.index] - targets.values
+    weighted = gap * targets.precision
+    loss = 0.5 * float(np.dot(gap, weighted))
+    grad = np.bincount(targets.index, weighted, minlength=flat.size)
+    for obs, slot in targets.queries:
         gap = obs.answer(marginals[slot]) - obs.values
         weighted = gap / np.square(obs.std)
         loss += 0.5 * float(np.dot(gap, weighted))
-        grads[slot] = grads[slot] + np.broadcast_to(
-            obs.pull_back(weighted, model.sizes), grads[slot].shape
-        )
-    return loss, grads, marginals
+        at = slice(targets.offsets[slot], targets.offsets[slot + 1])
+        grad[at] += np.broadcast_to(
+            obs.pull_back(weighted, model.sizes), marginals[slot].shape
+        ).ravel()
+    return loss, grad, flat
 
 
 def fit_model(
@@ -458,9 +499,10 @@ def fit_model(
         model = GraphicalModel.uniform(sizes, scopes)
     else:
         model = start.extended([s for s in scopes if s not in start.scopes])
-    slots = [model.scopes.index(o.scope) for o in observed]
+    targets = _Targets.of(model, observed)
+    theta = np.concatenate([p.ravel() for p in model.potentials])
     step = min(float(np.min(o.std)) for o in observed) ** 2
-    loss, grads, marginals = _loss(model, observed, slots)
+    loss, grad, marginals = _loss(model, targets)
     refused = 0
     for _ in range(iterations):
         # a longer step is tried only after one that held at once (else it would be refused
@@ -468,20 +510,16 @@ def fit_model(
         step *= 2.0 if refused == 0 else 1.0
         refused = 0
         for _ in range(25):
-            trial = replace(
-                model,
-                potentials=[p - step * g for p, g in zip(model.potentials, grads, strict=True)],
-            )
-            new_loss, new_grads, new_marginals = _loss(trial, observed, slots)
-            decrease = sum(
-                float(np.vdot(g, m - n))
-                for g, m, n in zip(grads, marginals, new_marginals, strict=True)
-            )
+            trial_theta = theta - step * grad
+            trial = replace(model, potentials=targets.potentials(trial_theta, model))
+            new_loss, new_grad, new_marginals = _loss(trial, targets)
+            decrease = float(np.dot(grad, marginals - new_marginals))
             if loss - new_loss >= 0.5 * decrease:  # Armijo: half the first-order decrease
                 break
             step *= 0.5
             refused += 1
         else:
             break
-        model, loss, grads, marginals = trial, new_loss, new_grads, new_marginals
+        model, theta = trial, trial_theta
+        loss, grad, marginals = new_loss, new_grad, new_marginals
     return model
