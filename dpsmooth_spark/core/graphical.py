@@ -218,11 +218,9 @@ class GraphicalModel:
         for i, parent, axes, shape in plan.down:
             down = _logsumexp(beliefs[parent] - up[i], axes)
             beliefs[i] = beliefs[i] + down.reshape(shape)
-        # a calibrated tree: every belief sums to the same partition function, the root's
-        log_partition = _logsumexp(beliefs[self.tree.order[0]])
         out = []
-        for b in beliefs:
-            p = np.exp(b - log_partition.ravel()[0])
+        for b in beliefs:  # each clique normalised on its own: rounding can decalibrate them
+            p = np.exp(b - b.max())
             out.append(p / p.sum())
         return out
 
@@ -482,6 +480,10 @@ def _loss(model: GraphicalModel, targets: _Targets) -> tuple[float, np.ndarray, 
     return loss, grad, flat
 
 
+CONVERGED = 1e-12
+"""Relative decrease of the loss under which a step ends the fit."""
+
+
 def fit_model(
     sizes: Sequence[int],
     observed: Sequence[Observed],
@@ -520,6 +522,10 @@ def fit_model(
             refused += 1
         else:
             break
+        if loss - new_loss <= CONVERGED * loss:
+            # converged, often onto the simplex's boundary (a noisy count below zero): there
+            # every longer step still passes the test, and the step would double without end
+            return trial
         model, theta = trial, trial_theta
         loss, grad, marginals = new_loss, new_grad, new_marginals
     return model

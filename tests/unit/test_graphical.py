@@ -201,3 +201,22 @@ def test_draws_given_a_cliques_cells_follow_the_conditional() -> None:
     conditional /= conditional.sum()
     shares = np.bincount(draws[:, 1], minlength=4) / rows
     np.testing.assert_allclose(shares, conditional, atol=0.02)
+
+
+def test_a_fit_driven_to_a_vertex_ends_with_finite_potentials() -> None:
+    # two noisy measurements of one column whose noisy total is near zero (a small table at a
+    # low budget): the least-squares optimum is a vertex of the simplex, every longer step
+    # still passes the line search, and the step used to double to potentials of 1e304 (a
+    # tree of such cliques then overflowed into non-finite scores)
+    first = [160.9, -178.9, -477.0, 201.0, -636.2, 150.1, -139.6, -2.8]
+    first += [423.1, -184.3, -13.5, -79.4, -256.9, -12.5, -267.4, 244.4]
+    second = [-132.7, 61.3, -54.8, -539.8, -236.5, 233.1, -225.3, 55.7]
+    second += [-12.6, 128.4, 6.9, -108.2, -133.1, -115.3, -115.3, -106.3]
+    observed = [
+        Observed((0,), np.array(first), 377.7),
+        Observed((0,), np.array(second), 220.0),
+    ]
+    model = fit_model((16,), observed, 1000)
+    assert max(float(np.abs(p).max()) for p in model.potentials) < 1e6
+    marginal = model.marginal((0,))
+    assert np.isfinite(marginal).all() and int(np.argmax(marginal)) == 5
