@@ -362,7 +362,7 @@ class _Propagation:
     clique's shape, each scope's home clique and the shape that broadcasts its potential there,
     the clique each scope's marginal is read from and the axes summed out there, and the
     messages up (leaves first) and down (root first) as ``(clique, parent, axes summed out,
-    shape at the receiver)``."""
+    shape at the receiver)``, none across an empty separator (independent parts)."""
 
     shapes: tuple[tuple[int, ...], ...]
     homes: tuple[tuple[int, tuple[int, ...]], ...]
@@ -387,6 +387,8 @@ def _propagation(
         if parent < 0:
             continue
         sep = _separator(cliques[i], cliques[parent])
+        if not sep:  # a constant message: every clique is normalised on its own
+            continue
         up.append((i, parent, _axes_without(cliques[i], sep), _shape(sizes, sep, cliques[parent])))
         down.append(
             (i, parent, _axes_without(cliques[parent], sep), _shape(sizes, sep, cliques[i]))
