@@ -208,7 +208,7 @@ class GraphicalModel:
         """Every clique's marginal (sum-product on the tree, in log space)."""
         plan = _propagation(self.tree, self.sizes, self.scopes)
         incoming = [np.zeros(shape) for shape in plan.shapes]
-        for (home, shape), potential in zip(plan.homes, self.potentials, strict=True):
+        for (home, shape, _), potential in zip(plan.homes, self.potentials, strict=True):
             incoming[home] = incoming[home] + potential.reshape(shape)
         up: dict[int, np.ndarray] = {}
         for i, parent, axes, shape in plan.up:
@@ -228,7 +228,7 @@ class GraphicalModel:
         """The marginal over each of the model's scopes (shaped as its potential), from the
         clique marginals ``cliques``."""
         plan = _propagation(self.tree, self.sizes, self.scopes)
-        return [cliques[home].sum(axis=axes) for home, axes in plan.reads]
+        return [cliques[home].sum(axis=axes) for home, _, axes in plan.homes]
 
     def marginal(self, scope: Scope, marginals: list[np.ndarray] | None = None) -> np.ndarray:
         """The model's marginal over ``scope`` (sorted), flattened in C order: from a clique that
@@ -359,14 +359,13 @@ def stratified_uniforms(groups: np.ndarray, count: int, rng: np.random.Generator
 @dataclass(frozen=True)
 class _Propagation:
     """What belief propagation on one tree needs, worked out once per model structure: each
-    clique's shape, each scope's home clique and the shape that broadcasts its potential there,
-    the clique each scope's marginal is read from and the axes summed out there, and the
+    clique's shape, each scope's home clique (``JunctionTree.home``) with the shape that
+    broadcasts its potential there and the axes that sum the clique back to the scope, and the
     messages up (leaves first) and down (root first) as ``(clique, parent, axes summed out,
     shape at the receiver)``, none across an empty separator (independent parts)."""
 
     shapes: tuple[tuple[int, ...], ...]
-    homes: tuple[tuple[int, tuple[int, ...]], ...]
-    reads: tuple[tuple[int, tuple[int, ...]], ...]
+    homes: tuple[tuple[int, tuple[int, ...], tuple[int, ...]], ...]
     up: tuple[tuple[int, int, tuple[int, ...], tuple[int, ...]], ...]
     down: tuple[tuple[int, int, tuple[int, ...], tuple[int, ...]], ...]
 
@@ -376,11 +375,12 @@ def _propagation(
     tree: JunctionTree, sizes: tuple[int, ...], scopes: tuple[Scope, ...]
 ) -> _Propagation:
     cliques, parents = tree.cliques, tree.parents
-    homes, reads = [], []
+    homes = []
     for scope in scopes:
         home = tree.home(scope)
-        homes.append((home, _shape(sizes, scope, cliques[home])))
-        reads.append(_holding(tree, sizes, scope) or (home, _axes_without(cliques[home], scope)))
+        homes.append(
+            (home, _shape(sizes, scope, cliques[home]), _axes_without(cliques[home], scope))
+        )
     up, down = [], []
     for i in tree.order:
         parent = parents[i]
@@ -396,7 +396,6 @@ def _propagation(
     return _Propagation(
         tuple(tuple(sizes[v] for v in c) for c in cliques),
         tuple(homes),
-        tuple(reads),
         tuple(reversed(up)),
         tuple(down),
     )
