@@ -37,6 +37,7 @@ import numpy as np
 
 from benchmarks import mixed
 from benchmarks.fidelity import DEFAULT_TOOL, fidelity_numbers, release
+from benchmarks.scale import row_blocks
 from benchmarks.speed import make_table
 from benchmarks.tables import ROOT, TABLES
 from benchmarks.wide import BOUND, factor_table
@@ -150,10 +151,8 @@ def adaptive_speed_row(_: int) -> dict[str, float]:
 
     from dpsmooth_spark import Synthesizer
 
-    d, n = 30, 300_000
-    rng = np.random.default_rng(d)
-    mix = rng.normal(size=(d, d)) / np.sqrt(d)
-    x = np.clip(0.3 * rng.normal(size=(n, d)) @ mix, -1, 1)
+    d = 30
+    x = next(row_blocks(300_000, d))
     frame = pd.DataFrame({f"c{i}": x[:, i] for i in range(d)})
     columns = [{"name": f"c{i}", "lower": -1, "upper": 1} for i in range(d)]
     synth = Synthesizer(columns, 1.0, mechanism={"method": "adaptive"}, random_state=0)

@@ -32,6 +32,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +44,16 @@ BUILD = ROOT / "build" / "scale"
 D = 30
 FILE_ROWS = 10_000_000
 NUMPY_ROWS = 10_000_000
+BLOCK_ROWS = 1_000_000
+
+
+def row_blocks(n: int, d: int = D) -> Iterator[np.ndarray]:
+    """The generated table's first ``n`` rows (correlated Gaussian clipped to [-1, 1], seeded by
+    ``d``), in blocks of at most :data:`BLOCK_ROWS`."""
+    rng = np.random.default_rng(d)
+    mix = rng.normal(size=(d, d)) / np.sqrt(d)
+    for start in range(0, n, BLOCK_ROWS):
+        yield np.clip(0.3 * rng.normal(size=(min(BLOCK_ROWS, n - start), d)) @ mix, -1, 1)
 
 
 def make_table(n: int, d: int = D) -> Path:
@@ -55,15 +66,13 @@ def make_table(n: int, d: int = D) -> Path:
     if done.exists():
         return folder
     folder.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(d)
-    mix = rng.normal(size=(d, d)) / np.sqrt(d)
+    blocks = row_blocks(n, d)
     schema = pa.schema([(f"c{i}", pa.float64()) for i in range(d)])
     for part, first in enumerate(range(0, n, FILE_ROWS)):
         rows_in_file = min(FILE_ROWS, n - first)
         with pq.ParquetWriter(folder / f"part-{part:05d}.parquet", schema) as writer:
-            for start in range(0, rows_in_file, 1_000_000):
-                rows = min(1_000_000, rows_in_file - start)
-                x = np.clip(0.3 * rng.normal(size=(rows, d)) @ mix, -1, 1)
+            for _ in range(0, rows_in_file, BLOCK_ROWS):
+                x = next(blocks)
                 writer.write_table(
                     pa.table({f"c{i}": x[:, i] for i in range(d)}), row_group_size=250_000
                 )
