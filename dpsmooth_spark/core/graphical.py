@@ -23,14 +23,26 @@ import numpy as np
 Scope = tuple[int, ...]
 
 
-def _logsumexp(x: np.ndarray, axis: tuple[int, ...] | None = None) -> np.ndarray:
-    """``log sum exp`` over ``axis`` (dimensions kept), stable: scipy's costs 10x as much per
-    call on the small tables of a junction tree, and numpy's function wrappers cost as much as
-    the arithmetic there, so it calls the array methods."""
+_FLOOR = 1e-250
+"""Mass (relative to its table's largest cell) below which a separator cell's sum may have lost
+digits to underflow."""
+
+
+def _logsumexp(x: np.ndarray, axis: tuple[int, ...]) -> np.ndarray:
+    """``log sum exp`` over ``axis``, each slice scaled by its own largest entry."""
     top = x.max(axis=axis, keepdims=True)
-    if not np.isfinite(top).all():
-        top = np.where(np.isfinite(top), top, 0.0)
-    return top + np.log(np.exp(x - top).sum(axis=axis, keepdims=True))
+    return (top + np.log(np.exp(x - top).sum(axis=axis, keepdims=True))).squeeze(axis)
+
+
+def _exp_scaled(x: np.ndarray) -> tuple[np.ndarray, float]:
+    """``(exp(x - top), top)``, ``top`` the largest entry (the array methods: numpy's function
+    wrappers cost as much as the arithmetic on a junction tree's small tables)."""
+    top = float(x.max())
+    return np.exp(x - top), top
+
+
+def _log_floor(x: np.ndarray) -> np.ndarray:
+    return np.log(np.maximum(x, _FLOOR))
 
 
 @dataclass(frozen=True)
@@ -205,24 +217,45 @@ class GraphicalModel:
         return grown
 
     def clique_marginals(self) -> list[np.ndarray]:
-        """Every clique's marginal (sum-product on the tree, in log space)."""
+        """Every clique's marginal: sum-product on the tree, messages in log space, each clique's
+        table exponentiated once (on its way up) and scaled by its message from above.
+
+        A message up is exact where a separator cell's mass underflows (each slice then scaled
+        by its own largest entry: the parent's potentials may lift it). A message down is the
+        parent's separator marginal less the child's message up (which depends on the
+        separator alone), so it needs a sum of the parent's table, not an exponential of it
+        per child; there a cell under :data:`_FLOOR` of the parent's largest keeps that floor,
+        and the child's table, normalised like the parent's, holds it below that too."""
         plan = _propagation(self.tree, self.sizes, self.scopes)
         incoming = [np.zeros(shape) for shape in plan.shapes]
         for (home, shape, _), potential in zip(plan.homes, self.potentials, strict=True):
             incoming[home] = incoming[home] + potential.reshape(shape)
+        scaled: dict[int, np.ndarray] = {}  # exp(table - offset)
+        offsets = [0.0] * len(incoming)
         up: dict[int, np.ndarray] = {}
+        underflowed: set[int] = set()
         for i, parent, axes, shape in plan.up:
-            up[i] = _logsumexp(incoming[i], axes).reshape(shape)
+            scaled[i], offsets[i] = _exp_scaled(incoming[i])
+            sums = scaled[i].sum(axis=axes)
+            if sums.min() < _FLOOR:  # exact, and this clique's belief from its logs below
+                underflowed.add(i)
+                up[i] = _logsumexp(incoming[i], axes).reshape(shape)
+            else:
+                up[i] = (offsets[i] + np.log(sums)).reshape(shape)
             incoming[parent] = incoming[parent] + up[i]
-        beliefs = incoming
+        for i, table in enumerate(incoming):
+            if i not in scaled:  # the root, or a clique joined by empty separators only
+                scaled[i], offsets[i] = _exp_scaled(table)
         for i, parent, axes, shape in plan.down:
-            down = _logsumexp(beliefs[parent] - up[i], axes)
-            beliefs[i] = beliefs[i] + down.reshape(shape)
-        out = []
-        for b in beliefs:  # each clique normalised on its own: rounding can decalibrate them
-            p = np.exp(b - b.max())
-            out.append(p / p.sum())
-        return out
+            sent = _log_floor(scaled[parent].sum(axis=axes, keepdims=True)) + offsets[parent]
+            down = (sent - up[i]).reshape(shape)
+            top = float(down.max())
+            table = scaled[i] * np.exp(down - top)
+            if i in underflowed or table.max() < _FLOOR:  # digits lost: from the logs
+                table, top = _exp_scaled(incoming[i] + down)
+                offsets[i] = 0.0
+            scaled[i], offsets[i] = table, offsets[i] + top
+        return [scaled[i] / scaled[i].sum() for i in range(len(incoming))]
 
     def scope_marginals(self, cliques: list[np.ndarray]) -> list[np.ndarray]:
         """The marginal over each of the model's scopes (shaped as its potential), from the
