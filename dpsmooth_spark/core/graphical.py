@@ -263,11 +263,19 @@ class GraphicalModel:
         plan = _propagation(self.tree, self.sizes, self.scopes)
         return [cliques[home].sum(axis=axes) for home, _, axes in plan.homes]
 
-    def marginal(self, scope: Scope, marginals: list[np.ndarray] | None = None) -> np.ndarray:
+    def marginal(
+        self,
+        scope: Scope,
+        marginals: list[np.ndarray] | None = None,
+        memo: dict[tuple[int, Scope, Scope], np.ndarray] | None = None,
+    ) -> np.ndarray:
         """The model's marginal over ``scope`` (sorted), flattened in C order: from a clique that
         holds it, else by eliminating along the part of the tree that joins its columns (the
-        joint there is the product of the clique marginals over their separators')."""
+        joint there is the product of the clique marginals over their separators'). ``memo``:
+        a dict kept with ``marginals`` across calls, holding each clique's reduced conditional
+        tables (the marginals of many scopes through one clique share them)."""
         marginals = self.clique_marginals() if marginals is None else marginals
+        memo = {} if memo is None else memo
         holding = _holding(self.tree, self.sizes, scope)
         if holding is not None:
             home, axes = holding
@@ -292,23 +300,26 @@ class GraphicalModel:
                 continue
             children = [c for c in factors if parents[c] == i]
             sep = () if i == top else _separator(cliques[i], cliques[parents[i]])
-            table = marginals[i]
-            if sep:  # the clique given its separator: the subtree's joint is their product
-                sep_table = table.sum(axis=_axes_without(cliques[i], sep), keepdims=True)
-                table = table / np.maximum(sep_table, 1e-300)
             # a column no later factor holds (running intersection) is summed out at once
             needed = set(scope) | set(sep)
             for c in children:
                 needed |= set(factors[c][0])
             vars_ = tuple(v for v in cliques[i] if v in needed)
-            table = table.sum(axis=_axes_without(cliques[i], vars_))
+            key = (i, vars_, sep)
+            if key not in memo:
+                table = marginals[i].sum(axis=_axes_without(cliques[i], vars_))
+                if sep:  # the clique given its separator: the subtree's joint is their product
+                    sep_table = table.sum(axis=_axes_without(vars_, sep), keepdims=True)
+                    table = table / np.maximum(sep_table, 1e-300)
+                memo[key] = table
+            table = memo[key]
             for n, c in enumerate(children):
-                vars_, table = _product(vars_, table, *factors.pop(c), self.sizes)
+                child_vars, child = factors.pop(c)
                 later = set(scope) | set(sep)
                 for o in children[n + 1 :]:
                     later |= set(factors[o][0])
-                keep = tuple(v for v in vars_ if v in later)
-                vars_, table = keep, table.sum(axis=_axes_without(vars_, keep))
+                keep = tuple(v for v in sorted({*vars_, *child_vars}) if v in later)
+                table, vars_ = _contract(vars_, table, child_vars, child, keep), keep
             factors[i] = (vars_, table)
         vars_, table = factors[top]
         return table.sum(axis=_axes_without(vars_, scope)).ravel()
@@ -447,12 +458,11 @@ def _holding(
     return home, _axes_without(tree.cliques[home], scope)
 
 
-def _product(
-    a: Scope, x: np.ndarray, b: Scope, y: np.ndarray, sizes: Sequence[int]
-) -> tuple[Scope, np.ndarray]:
-    """The product of two tables, over the union of their scopes."""
-    union = tuple(sorted(set(a) | set(b)))
-    return union, x.reshape(_shape(sizes, a, union)) * y.reshape(_shape(sizes, b, union))
+def _contract(a: Scope, x: np.ndarray, b: Scope, y: np.ndarray, keep: Scope) -> np.ndarray:
+    """The product of two tables over columns ``a`` and ``b``, summed to the columns ``keep``
+    (one einsum: the product over their union is never built)."""
+    label = {v: n for n, v in enumerate(sorted({*a, *b}))}  # einsum's labels are below 52
+    return np.einsum(x, [label[v] for v in a], y, [label[v] for v in b], [label[v] for v in keep])
 
 
 @dataclass(frozen=True)

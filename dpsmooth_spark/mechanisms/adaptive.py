@@ -195,10 +195,16 @@ class Tables:
         """Cache what :meth:`predict` and :meth:`scale` need of a fitted model."""
         self._cliques, self._total = model.clique_marginals(), total
         self._model = model
+        self._memo: dict[tuple[int, Scope, Scope], np.ndarray] = {}
+
+    def marginal(self, scope: Scope) -> np.ndarray:
+        """The prepared model's marginal over ``scope`` (the predictions of one round share
+        their cliques' reduced tables)."""
+        return self._model.marginal(scope, self._cliques, self._memo)
 
     def predict(self, c: Candidate) -> np.ndarray:
         """The prepared model's answer to ``c``, in counts."""
-        return self._total * self._model.marginal(c.scope, self._cliques)
+        return self._total * self.marginal(c.scope)
 
     def scale(self, c: Candidate) -> float:
         """What turns ``c``'s error into the rows' units for the score (1: already)."""

@@ -146,7 +146,7 @@ class PersonTables(Tables):
 
     def prepare(self, model: GraphicalModel, total: float) -> None:
         super().prepare(model, total)
-        rows = model.marginal((self.rows,), self._cliques)
+        rows = self.marginal((self.rows,))
         self.units = total * float(np.sum(rows / np.arange(1, self.k + 1)))
 
     def model_scope(self, c: Candidate) -> Scope | None:
@@ -198,7 +198,7 @@ class PersonTables(Tables):
         of a unit share ``column``'s cell given the unit, among the units with two rows or more
         (``units``, how many)."""
         scope = tuple(sorted({*self.unit, column}))
-        joint = self._model.marginal(scope, self._cliques).reshape([self.sizes[v] for v in scope])
+        joint = self.marginal(scope).reshape([self.sizes[v] for v in scope])
         joint = np.moveaxis(joint, scope.index(column), -1).reshape(-1, self.sizes[column])
         cell = joint.sum(axis=1)
         per_row = np.broadcast_to(
@@ -228,7 +228,7 @@ class PersonTables(Tables):
     def predict(self, c: Candidate) -> np.ndarray:
         if c.kind == "units":
             query = self._unit_query(c.scope, np.zeros(0), 1.0)
-            marginal = self._model.marginal(query.scope, self._cliques)
+            marginal = self.marginal(query.scope)
             return self._total * query.answer(
                 marginal.reshape([self.sizes[v] for v in query.scope])
             )
