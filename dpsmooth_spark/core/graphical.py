@@ -114,6 +114,56 @@ def tree_cells(sizes: tuple[int, ...], scopes: tuple[Scope, ...]) -> int:
     return sum(math.prod(sizes[v] for v in c) for c in _maximal_cliques(sizes, scopes))
 
 
+class TreeSize:
+    """Cells of the junction tree over ``scopes`` plus one more scope, for many such scopes.
+
+    Greedy elimination never crosses between the graph's connected parts (eliminating a column
+    changes only its neighbours' costs, and ties go to the lower column in any part), so the
+    tree's cells are the sum of its parts'; a scope joins the parts it touches, and only that
+    union is eliminated again (cached: from one round to the next most parts are unchanged)."""
+
+    def __init__(self, sizes: Sequence[int], scopes: Sequence[Scope]) -> None:
+        self.sizes = tuple(int(v) for v in sizes)
+        part = list(range(len(self.sizes)))
+
+        def find(v: int) -> int:
+            while part[v] != v:
+                part[v] = part[part[v]]
+                v = part[v]
+            return v
+
+        for scope in scopes:
+            for v in scope[1:]:
+                part[find(v)] = find(scope[0])
+        self._part = [find(v) for v in range(len(self.sizes))]
+        members: dict[int, list[Scope]] = {}
+        for scope in dict.fromkeys(scopes):
+            members.setdefault(self._part[scope[0]], []).append(scope)
+        self._scopes = {root: tuple(sorted(found)) for root, found in members.items()}
+        self._cells = {root: self._part_cells(found) for root, found in self._scopes.items()}
+        loose = [v for v in range(len(self.sizes)) if self._part[v] not in self._scopes]
+        self.cells = sum(self._cells.values()) + sum(self.sizes[v] for v in loose)
+
+    def _part_cells(self, scopes: Sequence[Scope]) -> int:
+        """Cells of one part's tree: its columns renumbered in order (ties stay as they were)."""
+        columns = sorted({v for scope in scopes for v in scope})
+        index = {v: n for n, v in enumerate(columns)}
+        renamed = tuple(sorted({tuple(index[v] for v in scope) for scope in scopes}))
+        return tree_cells(tuple(self.sizes[v] for v in columns), renamed)
+
+    def with_scope(self, grows: Scope) -> int:
+        """Cells of the tree over the scopes and ``grows``."""
+        roots = {self._part[v] for v in grows}
+        joined = {grows}
+        left = self.cells
+        for root in roots:
+            if root in self._scopes:
+                joined.update(self._scopes[root])
+                left -= self._cells[root]
+        loose = {v for v in grows if self._part[v] not in self._scopes}
+        return left - sum(self.sizes[v] for v in loose) + self._part_cells(sorted(joined))
+
+
 def _maximal_cliques(sizes: Sequence[int], scopes: Sequence[Scope]) -> tuple[Scope, ...]:
     """The maximal cliques of greedy elimination on the graph joining the columns of each scope
     (the column whose clique has fewest cells first; ties: the lower column)."""
@@ -525,6 +575,7 @@ def _loss(model: GraphicalModel, targets: _Targets) -> tuple[float, np.ndarray, 
 
 
 CONVERGED = 1e-12
+GROW = 2.0
 """Relative decrease of the loss under which a step ends the fit."""
 
 
@@ -553,7 +604,7 @@ def fit_model(
     for _ in range(iterations):
         # a longer step is tried only after one that held at once (else it would be refused
         # again: every refusal costs a belief propagation)
-        step *= 2.0 if refused == 0 else 1.0
+        step *= GROW if refused == 0 else 1.0
         refused = 0
         for _ in range(25):
             trial_theta = theta - step * grad

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from dpsmooth_spark.core.cell_marginals import CellCoding
-from dpsmooth_spark.core.graphical import GraphicalModel, Observed, fit_model, tree_cells
+from dpsmooth_spark.core.graphical import GraphicalModel, Observed, TreeSize, fit_model
 from dpsmooth_spark.privacy.accountant import PrivacyAccountant
 from dpsmooth_spark.privacy.noise import NoiseSource
 
@@ -368,8 +368,8 @@ def run_loop(
             for kind in {c.kind for c in pool}
         }
         limit = MAX_MODEL_CELLS * spent / budget
-        scopes = list(model.scopes)
-        fitting = [c for c in pool if _fits(tables.model_scope(c), model, scopes, limit)]
+        size = TreeSize(model.sizes, model.scopes)
+        fitting = [c for c in pool if _fits(tables.model_scope(c), model, size, limit)]
         tables.prepare(model, total)
         scales = np.array([tables.scale(c) * c.weight for c in fitting])
         scores = scales * np.array(
@@ -412,9 +412,9 @@ def _low_signal(
     return max(found[0], 1.0) / pairs[len(pairs) // 2] < MIN_SIGNAL * noise
 
 
-def _fits(grows: Scope | None, model: GraphicalModel, scopes: list[Scope], limit: float) -> bool:
+def _fits(grows: Scope | None, model: GraphicalModel, size: TreeSize, limit: float) -> bool:
     """Whether measuring ``grows`` keeps the model within ``limit`` cells (``None``: it does not
     enter the model)."""
     if grows is None or any(set(grows) <= set(k) for k in model.tree.cliques):
         return True
-    return tree_cells(tuple(model.sizes), tuple(sorted({*scopes, grows}))) <= limit
+    return size.with_scope(grows) <= limit

@@ -9,6 +9,7 @@ import numpy as np
 from dpsmooth_spark.core.graphical import (
     GraphicalModel,
     Observed,
+    TreeSize,
     fit_model,
     junction_tree,
     tree_cells,
@@ -83,6 +84,30 @@ def test_the_trees_cliques_are_plain_greedy_eliminations_maximal_cliques() -> No
         assert set(junction_tree(sizes, scopes).cliques) == expected
         cells = sum(int(np.prod([sizes[v] for v in c])) for c in expected)
         assert tree_cells(sizes, tuple(sorted(set(scopes)))) == cells
+
+
+def test_a_grown_trees_cells_are_counted_part_by_part_as_over_the_whole_graph() -> None:
+    rng = np.random.default_rng(5)
+    for _ in range(300):
+        d = int(rng.integers(2, 14))
+        sizes = tuple(int(v) for v in rng.choice([2, 3, 16, 16], d))
+        scopes = [
+            tuple(
+                int(v)
+                for v in sorted(rng.choice(d, int(rng.integers(1, min(d, 3) + 1)), replace=False))
+            )
+            for _ in range(int(rng.integers(1, d + 2)))
+        ]
+        size = TreeSize(sizes, scopes)
+        assert size.cells == tree_cells(sizes, tuple(sorted(set(scopes))))
+        for _ in range(5):
+            grows = tuple(
+                int(v)
+                for v in sorted(
+                    rng.choice(d, int(rng.integers(1, 4)) if d > 2 else 1, replace=False)
+                )
+            )
+            assert size.with_scope(grows) == tree_cells(sizes, tuple(sorted({*scopes, grows})))
 
 
 def test_scope_marginals_are_the_marginals_of_the_scopes() -> None:
