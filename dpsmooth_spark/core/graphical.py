@@ -575,8 +575,10 @@ def _loss(model: GraphicalModel, targets: _Targets) -> tuple[float, np.ndarray, 
 
 
 CONVERGED = 1e-12
-GROW = 2.0
 """Relative decrease of the loss under which a step ends the fit."""
+GROWTH = 1.25
+"""Factor by which a step that held at first try lengthens the next: doubling (Private-PGM's)
+is refused about every other step, and every refusal costs a belief propagation."""
 
 
 def fit_model(
@@ -604,7 +606,7 @@ def fit_model(
     for _ in range(iterations):
         # a longer step is tried only after one that held at once (else it would be refused
         # again: every refusal costs a belief propagation)
-        step *= GROW if refused == 0 else 1.0
+        step *= GROWTH if refused == 0 else 1.0
         refused = 0
         for _ in range(25):
             trial_theta = theta - step * grad
