@@ -331,23 +331,32 @@ class GraphicalModel:
             home, axes = holding
             return marginals[home].sum(axis=axes).ravel()
         cliques, parents = self.tree.cliques, self.tree.parents
-        # the smallest subtree touching every column of the scope: climb from each touching clique
-        depth = {i: 0 for i in self.tree.order}
-        for i in self.tree.order:
-            if parents[i] >= 0:
-                depth[i] = depth[parents[i]] + 1
-        touching = {
-            min((i for i, c in enumerate(cliques) if v in c), key=depth.__getitem__) for v in scope
-        }
-        kept = set(touching)
-        while len({self._top(i, kept) for i in touching}) > 1:
-            deepest = max(touching, key=lambda i: depth[self._top(i, kept)])
-            kept.add(parents[self._top(deepest, kept)])
-        top = min(kept, key=depth.__getitem__)
+        depth, position, highest, part = _tree_index(self.tree)
+        groups: dict[int, list[int]] = {}
+        for v in scope:
+            groups.setdefault(part[highest[v]], []).append(v)
+        if len(groups) > 1:  # parts joined by empty separators only are independent
+            found = [(tuple(g), self.marginal(tuple(g), marginals, memo)) for g in groups.values()]
+            vars_, table = found[0][0], found[0][1].reshape([self.sizes[v] for v in found[0][0]])
+            for other, flat in found[1:]:
+                union = tuple(sorted({*vars_, *other}))
+                table = _contract(
+                    vars_, table, other, flat.reshape([self.sizes[v] for v in other]), union
+                )
+                vars_ = union
+            return table.ravel()
+        # the smallest subtree touching every column of the scope: from the highest clique
+        # holding each column, climb the deepest end until all ends meet
+        ends = {highest[v] for v in scope}
+        kept = set(ends)
+        while len(ends) > 1:
+            deepest = max(ends, key=depth.__getitem__)
+            ends.remove(deepest)
+            ends.add(parents[deepest])
+            kept.add(parents[deepest])
+        (top,) = ends
         factors: dict[int, tuple[Scope, np.ndarray]] = {}
-        for i in reversed(self.tree.order):
-            if i not in kept:
-                continue
+        for i in sorted(kept, key=position.__getitem__, reverse=True):
             children = [c for c in factors if parents[c] == i]
             sep = () if i == top else _separator(cliques[i], cliques[parents[i]])
             # a column no later factor holds (running intersection) is summed out at once
@@ -373,12 +382,6 @@ class GraphicalModel:
             factors[i] = (vars_, table)
         vars_, table = factors[top]
         return table.sum(axis=_axes_without(vars_, scope)).ravel()
-
-    def _top(self, i: int, kept: set[int]) -> int:
-        """The highest clique reached from ``i`` through ``kept`` cliques."""
-        while self.tree.parents[i] >= 0 and self.tree.parents[i] in kept:
-            i = self.tree.parents[i]
-        return i
 
     def sample(
         self,
@@ -493,6 +496,25 @@ def _propagation(
         tuple(reversed(up)),
         tuple(down),
     )
+
+
+@functools.lru_cache(maxsize=256)
+def _tree_index(tree: JunctionTree) -> tuple[list[int], list[int], dict[int, int], list[int]]:
+    """Each clique's depth and place in the tree's order, the highest clique holding each
+    column (the cliques holding a column form a subtree: one is highest), and each clique's
+    part (the highest clique reached through non-empty separators)."""
+    size = len(tree.cliques)
+    depth, position, part = [0] * size, [0] * size, list(range(size))
+    highest: dict[int, int] = {}
+    for n, i in enumerate(tree.order):
+        position[i], parent = n, tree.parents[i]
+        if parent >= 0:
+            depth[i] = depth[parent] + 1
+            if set(tree.cliques[i]) & set(tree.cliques[parent]):
+                part[i] = part[parent]
+        for v in tree.cliques[i]:
+            highest.setdefault(v, i)
+    return depth, position, highest, part
 
 
 @functools.lru_cache(maxsize=16_384)

@@ -147,6 +147,21 @@ def test_clique_marginals_hold_where_a_separators_mass_underflows() -> None:
             np.testing.assert_allclose(table, joint.sum(axis=other) / joint.sum(), atol=1e-9)
 
 
+def test_marginals_across_independent_parts_match_the_enumerated_joint() -> None:
+    """Parts of the tree joined by empty separators only: their columns' joint is the product
+    of the parts' marginals, and scopes that mix parts interleave their columns."""
+    model = GraphicalModel.uniform(SIZES, [(0, 2), (1, 3), (4,)])
+    rng = np.random.default_rng(4)
+    model.potentials[:] = [rng.normal(0, 1.5, p.shape) for p in model.potentials]
+    joint = _brute_joint(model)
+    for way in (1, 2, 3):
+        for scope in itertools.combinations(range(len(SIZES)), way):
+            other = tuple(v for v in range(len(SIZES)) if v not in scope)
+            np.testing.assert_allclose(
+                model.marginal(scope), joint.sum(axis=other).ravel(), atol=1e-12
+            )
+
+
 def test_fit_recovers_the_measured_marginals_of_a_model_it_can_express() -> None:
     observed = _exact_marginals(_brute_joint(_random_model(1)))
     model = fit_model(SIZES, observed, 500)
