@@ -5,8 +5,8 @@ The model is the maximum-entropy distribution whose log-density is a sum of func
 cliques of a junction tree built over the measured scopes. :func:`fit_model` minimises the
 noise-weighted squared error of its marginals against the measurements by entropic mirror descent
 on the clique log-potentials (exact marginals by belief propagation on the tree), with Armijo
-backtracking; a warm start continues from a previous fit. :meth:`GraphicalModel.sample` draws
-i.i.d. records by forward sampling along the tree.
+backtracking and heavy-ball momentum; a warm start continues from a previous fit.
+:meth:`GraphicalModel.sample` draws i.i.d. records by forward sampling along the tree.
 
 Everything here is post-processing of noisy marginals: nothing reads data.
 """
@@ -598,6 +598,10 @@ def _loss(model: GraphicalModel, targets: _Targets) -> tuple[float, np.ndarray, 
 
 CONVERGED = 1e-12
 """Relative decrease of the loss under which a step ends the fit."""
+MOMENTUM = 0.9
+"""Share of the last step that the next one repeats (heavy-ball momentum on the
+log-potentials), dropped whenever the loss would rise (a restart). On the loop's warm-started
+fits it reaches plain mirror descent's loss in about a third of the steps."""
 GROWTH = 1.25
 """Factor by which a step that held at first try lengthens the next: doubling (Private-PGM's)
 is refused about every other step, and every refusal costs a belief propagation."""
@@ -625,22 +629,28 @@ def fit_model(
     step = min(float(np.min(o.std)) for o in observed) ** 2
     loss, grad, marginals = _loss(model, targets)
     refused = 0
+    velocity = np.zeros_like(theta)
     for _ in range(iterations):
         # a longer step is tried only after one that held at once (else it would be refused
         # again: every refusal costs a belief propagation)
         step *= GROWTH if refused == 0 else 1.0
         refused = 0
         for _ in range(25):
-            trial_theta = theta - step * grad
+            trial_theta = theta + MOMENTUM * velocity - step * grad
             trial = replace(model, potentials=targets.potentials(trial_theta, model))
             new_loss, new_grad, new_marginals = _loss(trial, targets)
             decrease = float(np.dot(grad, marginals - new_marginals))
-            if loss - new_loss >= 0.5 * decrease:  # Armijo: half the first-order decrease
+            # Armijo (half the first-order decrease), and no rise along the momentum
+            if loss - new_loss >= 0.5 * decrease and new_loss <= loss:
                 break
+            if velocity.any():  # a restart: the same step without the momentum
+                velocity = np.zeros_like(theta)
+                continue
             step *= 0.5
             refused += 1
         else:
             break
+        velocity = trial_theta - theta
         if loss - new_loss <= CONVERGED * loss:
             # converged, often onto the simplex's boundary (a noisy count below zero): there
             # every longer step still passes the test, and the step would double without end
