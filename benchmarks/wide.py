@@ -9,7 +9,8 @@ block loading on one factor (loadings ``sqrt(U(0.35, 0.9))``, within-block corre
 0.35-0.9, none across blocks), clipped to the bounds; ``independent100``: 100 independent
 standard normals, clipped. Methods: ``ours`` (the synthesize mechanism's defaults, pure
 epsilon-DP), ``ours_zcdp`` (the same at ``(epsilon, 1e-6)``, MST's setting here;
-``ours_zcdp_measured``: with ``pair_denoise: off``, the pairs read as measured),
+``ours_zcdp_measured``: with ``pair_denoise: off``, the pairs read as measured), ``adaptive``
+(``mechanism.method: adaptive``, pure epsilon-DP; its runs record the loop's picks),
 ``independent`` (per-column Laplace histograms at epsilon / d), ``mst`` and ``mst_sample``
 (smartnoise-synth MST at ``(epsilon, 1e-6)``, 10 cells per column, its default randomized
 rounding and i.i.d. sampling; ``--peer-timeout`` seconds each). Each run: the numbers of
@@ -38,7 +39,15 @@ ROWS = 100_000
 BOUND = 3.0
 PEER_DELTA = 1e-6
 PEER_CELLS = 10
-METHODS = ("ours", "ours_zcdp", "ours_zcdp_measured", "independent", "mst", "mst_sample")
+METHODS = (
+    "ours",
+    "ours_zcdp",
+    "ours_zcdp_measured",
+    "adaptive",
+    "independent",
+    "mst",
+    "mst_sample",
+)
 
 
 def factor_table(columns: int, rows: int = ROWS, width: int = 10, seed: int = 0) -> np.ndarray:
@@ -75,6 +84,9 @@ def ours(
     }
     synth = ArraySynthesizer(epsilon, mapping, delta=delta, params=SynthesizerParams(**params))
     out = synth.fit({c: data[:, i] for i, c in enumerate(bounds.columns)}).sample(len(data))
+    if synth.params.method == "adaptive":
+        picks = len(synth.adaptive_.selected)
+        return np.column_stack([out[c] for c in bounds.columns]), {"picks": picks}
     summary = synth.result_.summary
     modelled = modelled_pairs(summary, synth.params)
     info = {
@@ -110,7 +122,9 @@ def main(argv: list[str] | None = None) -> None:
                     start = time.perf_counter()
                     info: dict = {}
                     syn: np.ndarray | None
-                    if method.startswith("ours"):
+                    if method == "adaptive":
+                        syn, info = ours(data, bounds, eps, 0.0, {"method": "adaptive"})
+                    elif method.startswith("ours"):
                         delta = 0.0 if method == "ours" else PEER_DELTA
                         params = {"pair_denoise": "off"} if method.endswith("measured") else {}
                         syn, info = ours(data, bounds, eps, delta, params)
