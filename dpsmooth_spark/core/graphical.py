@@ -653,7 +653,7 @@ def fit_model(
         velocity = trial_theta - theta
         if loss - new_loss <= CONVERGED * loss:
             # converged, often onto the simplex's boundary (a noisy count below zero): there
-            # every longer step still passes the test, and the step would double without end
+            # every longer step still passes the test, and the step would grow without end
             return trial
         model, theta = trial, trial_theta
         loss, grad, marginals = new_loss, new_grad, new_marginals
