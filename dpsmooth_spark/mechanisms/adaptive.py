@@ -95,7 +95,7 @@ class LoopSettings:
 
     rounds: int | None = None
     max_way: int = 3
-    iterations: int = 50
+    iterations: int = 60
 
 
 @dataclass
