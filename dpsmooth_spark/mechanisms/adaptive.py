@@ -354,6 +354,7 @@ def run_loop(
             spent = budget
     measurements += [measure(c, float(b), 0) for c, b in zip(first[1:], split[1:], strict=True)]
     model, total = _estimate(tables, measurements, settings.iterations, None)
+    tables.prepare(model, total)  # each round's end prepares the next round's model
     selected: list[Scope] = []
     round_ = 0
     while budget - spent > 1e-12 * budget:
@@ -370,7 +371,6 @@ def run_loop(
         limit = MAX_MODEL_CELLS * spent / budget
         size = TreeSize(model.sizes, model.scopes)
         fitting = [c for c in pool if _fits(tables.model_scope(c), model, size, limit)]
-        tables.prepare(model, total)
         scales = np.array([tables.scale(c) * c.weight for c in fitting])
         scores = scales * np.array(
             [
