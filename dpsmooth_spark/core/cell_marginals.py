@@ -5,7 +5,8 @@ per level; a wider lattice (an integer or date column) is cut into :data:`MAX_CE
 equally many levels, and a continuous column into :data:`MAX_CELLS` equal cells of [-1, 1] (the
 cells the marginal yardstick ``shared/tools/marginals.py`` scores). A nullable column has one
 more cell, its nulls. The coding is a function of the config alone. Decoding draws a value within
-the cell: a uniform level among the cell's levels, a uniform point of a continuous cell.
+the cell: a uniform level among the cell's levels, a uniform point of a continuous cell, the
+rows of one cell as one stratified sample (so they spread over it evenly).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpsmooth_spark.core.chebyshev import lattice_level
+from dpsmooth_spark.core.graphical import stratified_uniforms
 
 MAX_CELLS = 16
 """Cells of a wide integer or a continuous column."""
@@ -65,7 +67,8 @@ class CellCoding:
 
     def decode(self, codes: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """``(scaled values, null mask)`` of ``(n, d)`` cells: a uniform level among a lattice
-        cell's levels, a uniform point of a continuous cell; null cells give NaN."""
+        cell's levels, a uniform point of a continuous cell (the rows of one cell as one
+        stratified sample: ``core.graphical.stratified_uniforms``); null cells give NaN."""
         codes = np.asarray(codes, dtype=np.int64)
         out = np.empty(codes.shape, dtype=np.float64)
         nulls = np.zeros(codes.shape, dtype=bool)
@@ -73,7 +76,8 @@ class CellCoding:
             code = codes[:, j]
             nulls[:, j] = code >= cells
             cell = np.minimum(code, cells - 1)
-            u = rng.random(code.shape[0])
+            # the rows of a cell draw one stratified sample: they spread over it evenly
+            u = stratified_uniforms(code, cells + 1, rng)
             if levels >= 2:
                 first = -(
                     -(cell * levels) // cells

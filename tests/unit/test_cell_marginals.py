@@ -60,6 +60,22 @@ def test_decoded_values_fall_in_their_cells() -> None:
     np.testing.assert_allclose(lattice, np.rint(lattice), atol=1e-9)
 
 
+def test_decoded_rows_of_a_cell_spread_over_it_evenly() -> None:
+    """The rows of one cell draw one stratified sample: 1,000 rows in a continuous cell put
+    100 (+-1) in each tenth of it, and the 6 levels of a wide integer's cell 1,000 / 6 (+-1)
+    each. I.i.d. draws (the mutant) miss either by more than 1 with probability above 0.99
+    (a binomial count's sd is 9.5 and 11.8)."""
+    coding = CellCoding((0, 96), (False, False), (False, False))
+    codes = np.column_stack([np.full(1_000, 3), np.full(1_000, 5)])
+    codes = np.vstack([codes, np.column_stack([np.full(200, 4), np.full(200, 6)])])
+    scaled, _ = coding.decode(codes, np.random.default_rng(2))
+    cell = scaled[:1_000, 0]
+    tenths = np.floor(((cell + 1.0) * 8.0 - 3.0) * 10.0).astype(int)
+    assert np.abs(np.bincount(tenths, minlength=10) - 100).max() <= 1
+    levels = np.rint((scaled[:1_000, 1] + 1.0) / 2.0 * 95).astype(int)
+    assert np.abs(np.bincount(levels - 30, minlength=6) - 1_000 / 6).max() <= 1
+
+
 def test_counts_of_scopes_with_nulls() -> None:
     coding = CellCoding((2, 0), (False, True), (True, False))
     spec = CellMarginals(coding, ((0,), (1,), (0, 1)))
