@@ -61,10 +61,11 @@ def test_decoded_values_fall_in_their_cells() -> None:
 
 
 def test_decoded_rows_of_a_cell_spread_over_it_evenly() -> None:
-    """The rows of one cell draw one stratified sample: 1,000 rows in a continuous cell put
-    100 (+-1) in each tenth of it, and the 6 levels of a wide integer's cell 1,000 / 6 (+-1)
-    each. I.i.d. draws (the mutant) miss either by more than 1 with probability above 0.99
-    (a binomial count's sd is 9.5 and 11.8)."""
+    """The rows of one cell draw one stratified sample: 1,000 rows in a continuous cell (beside
+    200 in other cells) put 100 (+-1) in each tenth of it, and the 6 levels of a wide integer's
+    cell get 1,000 / 6 (+-1) each. The stratified draw always meets this (false-failure rate 0:
+    the +-1 is rounding); i.i.d. draws (the mutant) miss it with probability above 0.99 (a
+    binomial count's sd is 9.5 and 11.8)."""
     coding = CellCoding((0, 96), (False, False), (False, False))
     codes = np.column_stack([np.full(1_000, 3), np.full(1_000, 5)])
     codes = np.vstack([codes, np.column_stack([np.full(200, 4), np.full(200, 6)])])
