@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpsmooth_spark.core.chebyshev import lattice_level
-from dpsmooth_spark.core.graphical import stratified_uniforms
+from dpsmooth_spark.core.sampling import stratified_uniforms
 
 MAX_CELLS = 16
 """Cells of a wide integer or a continuous column."""
@@ -68,7 +68,7 @@ class CellCoding:
     def decode(self, codes: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """``(scaled values, null mask)`` of ``(n, d)`` cells: a uniform level among a lattice
         cell's levels, a uniform point of a continuous cell (the rows of one cell as one
-        stratified sample: ``core.graphical.stratified_uniforms``); null cells give NaN."""
+        stratified sample: ``core.sampling.stratified_uniforms``); null cells give NaN."""
         codes = np.asarray(codes, dtype=np.int64)
         out = np.empty(codes.shape, dtype=np.float64)
         nulls = np.zeros(codes.shape, dtype=bool)

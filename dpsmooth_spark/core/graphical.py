@@ -20,6 +20,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from dpsmooth_spark.core.maxent import project_to_simplex
+from dpsmooth_spark.core.sampling import stratified_uniforms
+
 Scope = tuple[int, ...]
 
 
@@ -439,20 +442,6 @@ class GraphicalModel:
         return out
 
 
-def stratified_uniforms(groups: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
-    """One uniform per row: within each group of ``m`` rows, ``(r + U_group) / m`` for a random
-    order ``r`` of its rows, so the group's inverse-CDF draws hit every stratum once."""
-    rows = groups.size
-    order = np.lexsort((rng.random(rows), groups))  # by group, in random order within it
-    sizes = np.bincount(groups, minlength=count)
-    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    ranks = np.arange(rows) - starts[groups[order]]
-    offsets = rng.random(count)
-    u = np.empty(rows)
-    u[order] = (ranks + offsets[groups[order]]) / sizes[groups[order]]
-    return u
-
-
 @dataclass(frozen=True)
 class _Propagation:
     """What belief propagation on one tree needs, worked out once per model structure: each
@@ -607,6 +596,28 @@ GROWTH = 1.25
 is refused about every other step, and every refusal costs a belief propagation."""
 
 
+EMPTY = 1e-12
+"""Probability a cold fit starts a cell at where its column's one-way projection is empty: far
+below any count a release resolves, yet a potential that later measurements can still raise."""
+
+
+def _one_way_start(model: GraphicalModel, observed: Sequence[Observed]) -> GraphicalModel:
+    """``model`` (uniform) with each measured column's potential the log of its one-way
+    measurement projected onto the simplex (the first of each column's): the exact fit of the
+    one-ways alone, and still the product of one-ways (no structure). Mirror descent from the
+    uniform model gets there slowly where a column has many cells: a 10,000-level category is
+    still 0.03 (TVD) off after 600 steps, its small cells' steps held back by its large ones."""
+    potentials = list(model.potentials)
+    seen: set[Scope] = set()
+    for o in observed:
+        if o.weights is None and len(o.scope) == 1 and o.scope not in seen:
+            seen.add(o.scope)
+            share = project_to_simplex(np.asarray(o.values, dtype=np.float64))
+            k = model.scopes.index(o.scope)
+            potentials[k] = np.log(np.maximum(share, EMPTY)).reshape(potentials[k].shape)
+    return replace(model, potentials=potentials)
+
+
 def fit_model(
     sizes: Sequence[int],
     observed: Sequence[Observed],
@@ -616,12 +627,13 @@ def fit_model(
 ) -> GraphicalModel:
     """The graphical model over ``sizes`` cells per column whose marginals best fit ``observed``
     (least squares in noise units; the maximum-entropy one among equally good fits, since mirror
-    descent from the uniform model never adds structure no measurement asks for). ``start``:
-    a previous fit to continue from (warm start); ``structure``: scopes that one clique of the
-    tree must hold (zero potentials: they change no probability)."""
+    descent from the product of the measured one-ways, :func:`_one_way_start`, never adds
+    structure no measurement asks for). ``start``: a previous fit to continue from (warm
+    start); ``structure``: scopes that one clique of the tree must hold (zero potentials: they
+    change no probability)."""
     scopes = [*structure, *(o.scope for o in observed)]
     if start is None:
-        model = GraphicalModel.uniform(sizes, scopes)
+        model = _one_way_start(GraphicalModel.uniform(sizes, scopes), observed)
     else:
         model = start.extended([s for s in scopes if s not in start.scopes])
     targets = _Targets.of(model, observed)

@@ -451,3 +451,17 @@ def spread_levels(
         drawn = group[rng.choice(group.size, at.size, p=shares)]
         rows[at, column] = -1.0 + 2.0 * drawn / (levels - 1)
     return rows
+
+
+def stratified_uniforms(groups: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
+    """One uniform per row: within each group of ``m`` rows, ``(r + U_group) / m`` for a random
+    order ``r`` of its rows, so the group's inverse-CDF draws hit every stratum once."""
+    rows = groups.size
+    order = np.lexsort((rng.random(rows), groups))  # by group, in random order within it
+    sizes = np.bincount(groups, minlength=count)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    ranks = np.arange(rows) - starts[groups[order]]
+    offsets = rng.random(count)
+    u = np.empty(rows)
+    u[order] = (ranks + offsets[groups[order]]) / sizes[groups[order]]
+    return u

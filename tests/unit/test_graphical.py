@@ -179,6 +179,32 @@ def test_unmeasured_relations_stay_independent() -> None:
     )
 
 
+def _simplex(v: np.ndarray) -> np.ndarray:
+    """Euclidean projection onto the simplex by sorting (Duchi et al. 2008)."""
+    u = np.sort(v)[::-1]
+    cumulative = np.cumsum(u) - 1.0
+    last = np.nonzero(u - cumulative / np.arange(1, v.size + 1) > 0)[0][-1]
+    return np.maximum(v - cumulative[last] / (last + 1), 0.0)
+
+
+def test_a_cold_fit_of_one_ways_is_their_projections_at_once() -> None:
+    """A 10,000-cell Zipf column and a 3-cell one, one-ways alone with noise (some noisy
+    probabilities below zero): five steps give each one's projection onto the simplex (the
+    least-squares fit) within 1e-6 TVD, and their product. From the uniform model (the mutant)
+    five steps leave the large column 0.74 off, 600 steps 0.034."""
+    rng = np.random.default_rng(5)
+    weights = 1.0 / np.arange(1, 10_001) ** 1.1
+    zipf = weights / weights.sum() + rng.laplace(0.0, 4e-6, 10_000)
+    small = np.array([0.6, 0.3, 0.1]) + rng.normal(0.0, 1e-3, 3)
+    observed = [Observed((0,), zipf, 6e-6), Observed((1,), small, 1e-3)]
+    model = fit_model((10_000, 3), observed, 5)
+    for o in observed:
+        assert 0.5 * np.abs(model.marginal(o.scope) - _simplex(o.values)).sum() < 1e-6
+    np.testing.assert_allclose(
+        model.marginal((0, 1)), np.outer(_simplex(zipf), _simplex(small)).ravel(), atol=1e-9
+    )
+
+
 def test_warm_start_continues_from_the_previous_fit() -> None:
     observed = _exact_marginals(_brute_joint(_random_model(3)))
     first = fit_model(SIZES, observed[:3], 300)
