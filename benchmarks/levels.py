@@ -55,7 +55,7 @@ def make_table(n: int) -> Path:
     return folder
 
 
-def run_job(folder: str, with_zip: bool) -> dict:
+def run_job(folder: str, with_zip: bool, adaptive: bool = False) -> dict:
     from dpsmooth_spark.config import parse_config
     from dpsmooth_spark.pipeline.synthesize import run_synthesize
 
@@ -72,6 +72,7 @@ def run_job(folder: str, with_zip: bool) -> dict:
             "input": {"path": folder},
             "columns": columns,
             "privacy": {"epsilon": 1.0},
+            **({"mechanism": {"method": "adaptive"}} if adaptive else {}),
             "output": {"path": out, "mode": "overwrite"},
             "ledger": {"path": out + ".ledger.sqlite"},
             "spark": {"master": "local[2]"},
@@ -86,8 +87,9 @@ def run_job(folder: str, with_zip: bool) -> dict:
         "stage_seconds": report.manifest["stage_seconds"],
         "driver_peak_rss_mb": peak_rss_mb(),
         "jvm_peak_rss_mb": jvm.stop(),
-        "histogram_cells": report.manifest["mechanism"]["budget_plan"]["histogram_cells"],
     }
+    if not adaptive:
+        result["histogram_cells"] = report.manifest["mechanism"]["budget_plan"]["histogram_cells"]
     if with_zip:
         real = pq.read_table(folder, columns=["zip"]).column(0).to_numpy(zero_copy_only=False)
         synthetic = (
@@ -120,18 +122,36 @@ def zip_scores(real: np.ndarray, synthetic: np.ndarray, epsilon: float, d: int) 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m benchmarks levels", description=__doc__)
     ap.add_argument("--rows", type=int, default=1_000_000)
-    ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--adaptive",
+        action="store_true",
+        help="run the table with zip through mechanism.method adaptive instead, recorded "
+        "under adaptive_with_zip (the other runs are kept)",
+    )
+    ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        folder, with_zip = args.child
-        print("RESULT " + json.dumps(run_job(folder, with_zip == "zip")), flush=True)
+        folder, with_zip, method = args.child
+        result = run_job(folder, with_zip == "zip", method == "adaptive")
+        print("RESULT " + json.dumps(result), flush=True)
         return
     folder = make_table(args.rows)
+    path = ROOT / "benchmarks" / "levels.json"
+    if args.adaptive:
+        run = run_child(["levels", "--child", str(folder), "zip", "adaptive"], "the run failed")
+        print("adaptive zip", json.dumps(run), flush=True)
+        recorded = json.loads(path.read_text())
+        recorded["adaptive_command"] = "python -m benchmarks levels " + " ".join(argv or [])
+        recorded["adaptive_with_zip"] = run
+        path.write_text(json.dumps(recorded, indent=1))
+        return
     runs = {}
     for mode in ("zip", "nozip"):
-        runs[mode] = run_child(["levels", "--child", str(folder), mode], f"the {mode} run failed")
+        runs[mode] = run_child(
+            ["levels", "--child", str(folder), mode, "fixed"], f"the {mode} run failed"
+        )
         print(mode, json.dumps(runs[mode]), flush=True)
-    (ROOT / "benchmarks" / "levels.json").write_text(
+    path.write_text(
         json.dumps(
             {
                 "command": "python -m benchmarks levels " + " ".join(argv or []),
