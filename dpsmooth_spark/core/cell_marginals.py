@@ -7,6 +7,10 @@ cells the marginal yardstick ``shared/tools/marginals.py`` scores). A nullable c
 more cell, its nulls. The coding is a function of the config alone. Decoding draws a value within
 the cell: a uniform level among the cell's levels, a uniform point of a continuous cell, the
 rows of one cell as one stratified sample (so they spread over it evenly).
+
+A continuous column's values may sit exactly on a bound (a rain gauge's zeros, a sensor clipped
+at its top): its one-way is also counted with the two bounds as cells of their own
+(:meth:`CellCoding.point_codes`), and decoding puts a share of its edge cells' rows on the bound.
 """
 
 from __future__ import annotations
@@ -51,6 +55,21 @@ class CellCoding:
         """Cells of each column, its null cell included."""
         return tuple(c + int(n) for c, n in zip(self.value_cells, self.nullable, strict=True))
 
+    @property
+    def points(self) -> tuple[int, ...]:
+        """The continuous columns: their bounds are cells of their own in :meth:`point_codes`."""
+        return tuple(j for j, levels in enumerate(self.levels) if levels < 2)
+
+    def point_codes(self, x: np.ndarray, codes: np.ndarray, column: int) -> np.ndarray:
+        """``(n,)`` cells of a continuous column's one-way with its bounds apart, from scaled
+        rows ``x`` and their cells (:meth:`codes`): 0 the lower bound, ``1 + c`` cell ``c``
+        without the bounds, ``cells + 1`` the upper bound, then the null cell
+        (``sizes[column] + 2`` cells)."""
+        values = np.nan_to_num(np.atleast_2d(np.asarray(x, dtype=np.float64))[:, column])
+        cells, code = self.value_cells[column], codes[:, column]
+        out = np.where(values <= -1.0, 0, np.where(values >= 1.0, cells + 1, 1 + code))
+        return np.where(code >= cells, cells + 2, out)
+
     def codes(self, x: np.ndarray, nulls: np.ndarray | None = None) -> np.ndarray:
         """``(n, d)`` int64 cells of scaled rows ``x`` (in [-1, 1]); ``nulls``: where a value is
         null (its column's null cell)."""
@@ -65,10 +84,17 @@ class CellCoding:
             out = np.where(nulls, cells, out)
         return out
 
-    def decode(self, codes: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    def decode(
+        self,
+        codes: np.ndarray,
+        rng: np.random.Generator,
+        on_bounds: dict[int, tuple[float, float]] | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
         """``(scaled values, null mask)`` of ``(n, d)`` cells: a uniform level among a lattice
         cell's levels, a uniform point of a continuous cell (the rows of one cell as one
-        stratified sample: ``core.sampling.stratified_uniforms``); null cells give NaN."""
+        stratified sample: ``core.sampling.stratified_uniforms``); null cells give NaN.
+        ``on_bounds``: per continuous column, the shares of its first and last cells' rows that
+        sit exactly on its lower and upper bound."""
         codes = np.asarray(codes, dtype=np.int64)
         out = np.empty(codes.shape, dtype=np.float64)
         nulls = np.zeros(codes.shape, dtype=bool)
@@ -87,7 +113,24 @@ class CellCoding:
                 out[:, j] = -1.0 + 2.0 * np.minimum(level, levels - 1) / (levels - 1)
             else:
                 out[:, j] = -1.0 + 2.0 * (cell + u) / cells
+                if on_bounds is not None and j in on_bounds:
+                    out[:, j] = _on_bounds(out[:, j], cell, u, cells, on_bounds[j])
         return np.where(nulls, np.nan, out), nulls
+
+
+def _on_bounds(
+    values: np.ndarray, cell: np.ndarray, u: np.ndarray, cells: int, shares: tuple[float, float]
+) -> np.ndarray:
+    """``values`` of a continuous column with the first ``shares[0]`` of its first cell's
+    stratified uniforms ``u`` on the lower bound, the last ``shares[1]`` of its last cell's on
+    the upper one, and the rest spread over the cell."""
+    lower, upper = shares
+    first, last = cell == 0, cell == cells - 1
+    within = np.where(first, (u - lower) / max(1.0 - lower, 1e-12), u)
+    within = np.where(last, within / max(1.0 - upper, 1e-12), within)
+    out = np.where(first | last, -1.0 + 2.0 * (cell + np.clip(within, 0.0, 1.0)) / cells, values)
+    out = np.where(first & (u < lower), -1.0, out)
+    return np.where(last & (u >= 1.0 - upper), 1.0, out)
 
 
 @dataclass(frozen=True)
@@ -96,11 +139,16 @@ class CellMarginals:
 
     coding: CellCoding
     scopes: tuple[Scope, ...]
+    points: tuple[int, ...] = ()
+    """Continuous columns whose one-way with the bounds apart (:meth:`CellCoding.point_codes`)
+    is counted after the scopes."""
 
     @property
     def sizes(self) -> np.ndarray:
+        """Counts of each scope, then of each one-way with its bounds apart."""
         cells = self.coding.sizes
-        return np.array([int(np.prod([cells[v] for v in s])) for s in self.scopes], dtype=np.int64)
+        scopes = [int(np.prod([cells[v] for v in s])) for s in self.scopes]
+        return np.array(scopes + [cells[j] + 2 for j in self.points], dtype=np.int64)
 
     @property
     def offsets(self) -> np.ndarray:
@@ -117,9 +165,19 @@ class CellMarginals:
                 tuple(codes[:, v] for v in scope), [cells[v] for v in scope]
             )
             out[start : start + size] = np.bincount(index, minlength=int(size))
+        at = len(self.scopes)
+        for k, j in enumerate(self.points):
+            start, size = self.offsets[at + k], self.sizes[at + k]
+            found = self.coding.point_codes(x, codes, j)
+            out[start : start + size] = np.bincount(found, minlength=int(size))
         return out
 
     def split(self, counts: np.ndarray) -> dict[Scope, np.ndarray]:
         """Every scope's counts from the concatenated ones."""
         offsets = self.offsets
         return {s: counts[offsets[i] : offsets[i + 1]] for i, s in enumerate(self.scopes)}
+
+    def split_points(self, counts: np.ndarray) -> dict[int, np.ndarray]:
+        """Every one-way with its bounds apart, from the concatenated counts."""
+        offsets, at = self.offsets, len(self.scopes)
+        return {j: counts[offsets[at + k] : offsets[at + k + 1]] for k, j in enumerate(self.points)}

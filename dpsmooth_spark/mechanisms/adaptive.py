@@ -106,6 +106,8 @@ class LoopResult:
     model: GraphicalModel
     total: float
     selected: list[Scope] = field(default_factory=list)
+    on_bounds: dict[int, tuple[float, float]] = field(default_factory=dict)
+    """Per continuous column, the shares of its edge cells on its bounds (``Tables.on_bounds``)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The released measurements, JSON-ready (the model is their post-processing)."""
@@ -147,14 +149,15 @@ class LoopResult:
         for end in range(first + 1, len(found) + 1):
             model, total = _estimate(tables, found[:end], iterations, model)
         model, total = _estimate(tables, found, 10 * iterations, model)
-        return cls(found, model, total, [m.scope for m in found if m.round > 0])
+        selected = [m.scope for m in found if m.round > 0]
+        return cls(found, model, total, selected, tables.on_bounds(model, total, found))
 
     def sample(
         self, coding: CellCoding, rows: int, rng: np.random.Generator
     ) -> tuple[np.ndarray, np.ndarray]:
         """``rows`` records drawn from the model (stratified along its tree):
         ``(scaled values, null mask)``."""
-        return coding.decode(self.model.sample(rows, rng), rng)
+        return coding.decode(self.model.sample(rows, rng), rng, self.on_bounds)
 
 
 class Tables:
@@ -226,6 +229,13 @@ class Tables:
     def structure(self) -> tuple[Scope, ...]:
         """Scopes one clique of the model must hold whatever was measured."""
         return ()
+
+    def on_bounds(
+        self, model: GraphicalModel, total: float, measurements: Sequence[Measurement]
+    ) -> dict[int, tuple[float, float]]:
+        """Per continuous column, the shares of its first and last cells' rows on its lower
+        and upper bound (none here)."""
+        return {}
 
 
 def candidates(sizes: Sequence[int], max_way: int) -> list[Candidate]:
@@ -390,7 +400,8 @@ def run_loop(
         if moved <= _noise_l1(std[pick.kind], pick.cells, pure):
             per_round *= 2.0
     model, total = _estimate(tables, measurements, 10 * settings.iterations, model)
-    return LoopResult(measurements, model, total, selected)
+    on_bounds = tables.on_bounds(model, total, measurements)
+    return LoopResult(measurements, model, total, selected, on_bounds)
 
 
 def _low_signal(

@@ -1,20 +1,29 @@
 """A table of records through the adaptive loop (``mechanisms/adaptive.py``): its cells, the
 data pass that counts every candidate marginal, the loop on those counts, and the records drawn
-from the model (on the driver, or by the executors through :func:`record_sampler`)."""
+from the model (on the driver, or by the executors through :func:`record_sampler`).
+
+A continuous column's first-round table is its one-way with the bounds as cells of their own
+(kind ``points``, ``core.cell_marginals``): still a histogram of the rows, so one record moves
+one count by one. Its sums per cell tell the model the column's one-way; its bound cells tell
+the share of the edge cells' rows that sit on a bound, which the model does not hold.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
 
 from dpsmooth_spark.core.cell_marginals import CellCoding, CellMarginals
 from dpsmooth_spark.core.columns import TableCodec
+from dpsmooth_spark.core.graphical import GraphicalModel, Observed
 from dpsmooth_spark.core.kernel import ExactSums, PassSpec
 from dpsmooth_spark.mechanisms.adaptive import (
+    Candidate,
     LoopResult,
     LoopSettings,
+    Measurement,
     Tables,
     candidates,
     run_loop,
@@ -37,10 +46,10 @@ def record_sampler(
 ) -> Callable[[int, np.random.Generator], tuple[np.ndarray, np.ndarray | None]]:
     """``draw(count, rng) -> (scaled records, null mask or None)``: what an executor needs of the
     model (its clique tables and the coding), to draw its share of the rows."""
-    model, nullable = result.model, any(coding.nullable)
+    model, nullable, on_bounds = result.model, any(coding.nullable), result.on_bounds
 
     def draw(count: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None]:
-        scaled, nulls = coding.decode(model.sample(count, rng), rng)
+        scaled, nulls = coding.decode(model.sample(count, rng), rng, on_bounds)
         return scaled, nulls if nullable else None
 
     return draw
@@ -56,9 +65,99 @@ def sample_table(
 
 
 def marginal_spec(coding: CellCoding, settings: LoopSettings | None = None) -> CellMarginals:
-    """What the data pass counts: every candidate's cells."""
+    """What the data pass counts: every candidate's cells, and each continuous column's one-way
+    with its bounds apart."""
     max_way = (settings or LoopSettings()).max_way
-    return CellMarginals(coding, tuple(c.scope for c in candidates(coding.sizes, max_way)))
+    scopes = tuple(c.scope for c in candidates(coding.sizes, max_way))
+    return CellMarginals(coding, scopes, coding.points)
+
+
+POINTS = "points"
+"""Kind of a continuous column's one-way with its bounds as cells of their own."""
+
+
+class RecordTables(Tables):
+    """The loop's tables for a table of records: the marginals (:class:`Tables`), a continuous
+    column's first-round one-way with its bounds apart (module docstring)."""
+
+    def __init__(
+        self,
+        coding: CellCoding,
+        answer: Callable[[tuple[int, ...]], np.ndarray],
+        points: dict[int, np.ndarray],
+        max_way: int,
+    ) -> None:
+        super().__init__(coding.sizes, answer, max_way)
+        self.cells, self.points = coding.value_cells, points
+        self.continuous = set(coding.points)
+
+    def first(self) -> list[Candidate]:
+        """Every one-way marginal, a continuous column's with its bounds apart."""
+        return [
+            Candidate((v,), size + 2, 1.0, POINTS)
+            if v in self.continuous
+            else Candidate((v,), size, 1.0)
+            for v, size in enumerate(self.sizes)
+        ]
+
+    def exact(self, c: Candidate) -> np.ndarray:
+        return self.points[c.scope[0]] if c.kind == POINTS else super().exact(c)
+
+    def observed(self, m: Measurement) -> Observed | None:
+        """The one-way with its bounds apart tells the model its one-way: a bound's count is
+        summed into its edge cell (that cell's noise ``sqrt 2`` times as large) where it shows
+        rows on the bound (:data:`BOUND_SIGNAL`), and left out where it is noise (on a column
+        with no value on its bounds it would only add noise where its tails are thinnest)."""
+        if m.kind != POINTS:
+            return super().observed(m)
+        cells, y = self.cells[m.scope[0]], m.values
+        values = np.concatenate([y[1 : cells + 1], y[cells + 2 :]])  # the null cell, if any
+        std = np.full(values.size, m.std)
+        for bound, edge in ((0, 0), (cells + 1, cells - 1)):
+            if y[bound] > BOUND_SIGNAL * m.std:
+                values[edge] += y[bound]
+                std[edge] *= np.sqrt(2.0)
+        return Observed(m.scope, values, std)
+
+    def on_bounds(
+        self, model: GraphicalModel, total: float, measurements: Sequence[Measurement]
+    ) -> dict[int, tuple[float, float]]:
+        """Each continuous column's bound count and the rest of its edge cell, projected onto
+        the counts that are at least zero and sum to the model's count of that cell (least
+        squares given it), as a share of it."""
+        cliques = model.clique_marginals()
+        out = {}
+        for m in measurements:
+            v = m.scope[0]
+            if m.kind != POINTS or v in out:
+                continue
+            counts, cells, y = total * model.marginal((v,), cliques, {}), self.cells[v], m.values
+            lower = _share(y[0], y[1], counts[0], m.std)
+            upper = _share(y[cells + 1], y[cells], counts[cells - 1], m.std)
+            out[v] = (lower, upper)
+        return out
+
+
+BOUND_SIGNAL = 3.0
+"""Noise standard deviations a bound's noisy count must exceed to put rows on the bound: a
+bound no value sits on passes with probability 0.007 under Laplace noise (0.001 Gaussian);
+each row put there in error costs the column's W1 its distance to the bulk."""
+
+
+def _share(bound: float, rest: float, cell: float, std: float) -> float:
+    """``bound``'s share of ``cell`` after projecting ``(bound, rest)`` onto the pairs at least
+    zero that sum to ``cell``; 0 where ``bound`` is within :data:`BOUND_SIGNAL` noise standard
+    deviations of 0."""
+    if cell <= 0.0 or bound <= BOUND_SIGNAL * std:
+        return 0.0
+    on_bound = bound - (bound + rest - cell) / 2.0
+    return float(np.clip(on_bound, 0.0, cell) / cell)
+
+
+def replay(data: dict, coding: CellCoding, settings: LoopSettings) -> LoopResult:
+    """The fit again from a release's persisted measurements (post-processing only)."""
+    tables = RecordTables(coding, lambda scope: np.zeros(0), {}, settings.max_way)
+    return LoopResult.from_dict(data, tables, settings.iterations)
 
 
 def pass_spec(coding: CellCoding, settings: LoopSettings | None = None) -> PassSpec:
@@ -76,7 +175,8 @@ def release(
     """The loop on the exact counts of a data pass that ran ``spec`` (:func:`pass_spec`)."""
     if sums.marginals is None or spec.marginals is None:
         raise ValueError("the data pass did not count the candidates' cells")
-    answers = spec.marginals.split(sums.marginals.astype(np.float64))
+    counts = sums.marginals.astype(np.float64)
+    answers, points = spec.marginals.split(counts), spec.marginals.split_points(counts)
     settings = settings or LoopSettings()
-    tables = Tables(spec.marginals.coding.sizes, answers.__getitem__, settings.max_way)
+    tables = RecordTables(spec.marginals.coding, answers.__getitem__, points, settings.max_way)
     return run_loop(tables, accountant, noise, settings)

@@ -197,9 +197,7 @@ def _run_adaptive(config: ReleaseConfig, quiet: bool) -> ReleaseReport:
     else:
         accountant = run.reused_accountant()
         with run.log.stage("estimate"):
-            result = adaptive.LoopResult.from_dict(
-                run.previous.statistics, coding.sizes, settings.iterations
-            )
+            result = records.replay(run.previous.statistics, coding, settings)
     run.log.note(
         f"measured {len(result.measurements)} marginals ({len(result.selected)} picked); model "
         f"cliques: {len(result.model.tree.cliques)}"

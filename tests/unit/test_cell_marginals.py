@@ -77,6 +77,34 @@ def test_decoded_rows_of_a_cell_spread_over_it_evenly() -> None:
     assert np.abs(np.bincount(levels - 30, minlength=6) - 1_000 / 6).max() <= 1
 
 
+def test_point_codes_set_the_bounds_apart() -> None:
+    coding = CellCoding((3, 0), (False, True), (True, False))
+    x = np.array([[0.0, -1.0], [0.0, -0.99], [0.0, 0.3], [0.0, 0.99], [0.0, 1.0], [0.0, 0.0]])
+    nulls = np.array([[False, False]] * 5 + [[False, True]])
+    assert coding.points == (1,)
+    codes = coding.point_codes(x, coding.codes(x, nulls), 1)
+    np.testing.assert_array_equal(codes, [0, 1, 1 + 10, 16, 17, 18])
+    spec = CellMarginals(coding, ((0,),), coding.points)
+    counts = spec.split_points(spec.counts(x, nulls))[1]
+    assert counts.size == 19 and counts.sum() == 6
+
+
+def test_decoded_edge_cells_put_their_shares_on_the_bounds() -> None:
+    """1,000 rows in the first cell with a lower-bound share of 0.3, 1,000 in the last with an
+    upper share of 0.25: exactly 300 and 250 (+-1, the stratified draw's rounding) on the
+    bounds, the rest inside their cells and none on a bound."""
+    coding = CellCoding((0,), (False,), (False,))
+    codes = np.concatenate([np.zeros(1_000, int), np.full(1_000, 15)])[:, None]
+    scaled, _ = coding.decode(codes, np.random.default_rng(3), {0: (0.3, 0.25)})
+    first, last = scaled[:1_000, 0], scaled[1_000:, 0]
+    assert abs(int((first == -1.0).sum()) - 300) <= 1
+    assert abs(int((last == 1.0).sum()) - 250) <= 1
+    inside = first[first > -1.0]
+    assert inside.min() > -1.0 and inside.max() < -0.875
+    inside = last[last < 1.0]
+    assert inside.min() >= 0.875 and inside.max() < 1.0
+
+
 def test_counts_of_scopes_with_nulls() -> None:
     coding = CellCoding((2, 0), (False, True), (True, False))
     spec = CellMarginals(coding, ((0,), (1,), (0, 1)))
