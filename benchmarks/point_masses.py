@@ -4,7 +4,9 @@ The table (20,000 rows): ``rain``, 0 (its lower bound) on a fifth of the rows, e
 ``sensor``, a normal clipped at its upper bound 50 (about 16% there); ``x``, a normal with no
 mass at its bounds. Per release (the in-memory synthesizer, defaults, secure noise) and with
 ``point_masses: off`` beside it: the share of each column's values exactly at each bound, real
-and released, and each column's W1 distance to the real one.
+and released, and each column's W1 distance to the real one. ``--adaptive``: the same releases
+through ``mechanism.method: adaptive`` instead, recorded beside the others (``"method":
+"adaptive"``).
 
 Writes ``benchmarks/point_masses.json``; docs/results.md has the table.
 """
@@ -54,30 +56,28 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m benchmarks point_masses", description=__doc__)
     ap.add_argument("--epsilons", default="0.3,1")
     ap.add_argument("--releases", type=int, default=3)
+    ap.add_argument("--adaptive", action="store_true", help="mechanism.method adaptive instead")
     args = ap.parse_args(argv)
     real = table()
+    path = ROOT / "benchmarks" / "point_masses.json"
+    recorded = json.loads(path.read_text()) if path.exists() else {}
+    kept = [r for r in recorded.get("runs", []) if (r.get("method") == "adaptive") != args.adaptive]
+    modes: list[dict[str, Any]] = (
+        [{"method": "adaptive"}]
+        if args.adaptive
+        else [{"point_masses": "auto"}, {"point_masses": "off"}]
+    )
     runs = []
     for epsilon in map(float, args.epsilons.split(",")):
-        for mode in ("auto", "off"):
+        for mechanism in modes:
             for release in range(args.releases):
-                synth = Synthesizer(COLUMNS, epsilon, mechanism={"point_masses": mode})
+                synth = Synthesizer(COLUMNS, epsilon, mechanism=mechanism)
                 synthetic = synth.fit(real).sample(len(real))
                 runs.append(
-                    {
-                        "epsilon": epsilon,
-                        "point_masses": mode,
-                        "release": release,
-                        **scores(real, synthetic),
-                    }
+                    {"epsilon": epsilon, **mechanism, "release": release, **scores(real, synthetic)}
                 )
                 print(json.dumps(runs[-1]), flush=True)
-    (ROOT / "benchmarks" / "point_masses.json").write_text(
-        json.dumps(
-            {
-                "command": "python -m benchmarks point_masses " + " ".join(argv or []),
-                "secure_noise": True,
-                "runs": runs,
-            },
-            indent=1,
-        )
-    )
+    key = "adaptive_command" if args.adaptive else "command"
+    recorded[key] = "python -m benchmarks point_masses " + " ".join(argv or [])
+    recorded.update({"secure_noise": True, "runs": kept + runs})
+    path.write_text(json.dumps(recorded, indent=1))
