@@ -138,10 +138,12 @@ class RecordTables(Tables):
         return out
 
 
-BOUND_SIGNAL = 3.0
+BOUND_SIGNAL = 4.0
 """Noise standard deviations a bound's noisy count must exceed to put rows on the bound: a
-bound no value sits on passes with probability 0.007 under Laplace noise (0.001 Gaussian);
-each row put there in error costs the column's W1 its distance to the bulk."""
+bound no value sits on passes with probability 0.0017 under Laplace noise (3e-5 Gaussian). One
+that passes puts up to its whole edge cell there, and each such row costs the column's W1 its
+distance to the bulk (at 3 sds, 0.007: one of two releases at epsilon 0.1 of a 9-column table
+put 0.6% of its values on a bound none sits on)."""
 
 
 def _share(bound: float, rest: float, cell: float, std: float) -> float:
