@@ -10,6 +10,7 @@ the share of the edge cells' rows that sit on a bound, which the model does not 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -90,6 +91,7 @@ class RecordTables(Tables):
         super().__init__(coding.sizes, answer, max_way)
         self.cells, self.points = coding.value_cells, points
         self.continuous = set(coding.points)
+        self.signal = bound_signal(len(coding.points))
 
     def first(self) -> list[Candidate]:
         """Every one-way marginal, a continuous column's with its bounds apart."""
@@ -106,7 +108,7 @@ class RecordTables(Tables):
     def observed(self, m: Measurement) -> Observed | None:
         """The one-way with its bounds apart tells the model its one-way: a bound's count is
         summed into its edge cell (that cell's noise ``sqrt 2`` times as large) where it shows
-        rows on the bound (:data:`BOUND_SIGNAL`), and left out where it is noise (on a column
+        rows on the bound (:func:`bound_signal`), and left out where it is noise (on a column
         with no value on its bounds it would only add noise where its tails are thinnest)."""
         if m.kind != POINTS:
             return super().observed(m)
@@ -114,7 +116,7 @@ class RecordTables(Tables):
         values = np.concatenate([y[1 : cells + 1], y[cells + 2 :]])  # the null cell, if any
         std = np.full(values.size, m.std)
         for bound, edge in ((0, 0), (cells + 1, cells - 1)):
-            if y[bound] > BOUND_SIGNAL * m.std:
+            if y[bound] > self.signal * m.std:
                 values[edge] += y[bound]
                 std[edge] *= np.sqrt(2.0)
         return Observed(m.scope, values, std)
@@ -132,25 +134,34 @@ class RecordTables(Tables):
             if m.kind != POINTS or v in out:
                 continue
             counts, cells, y = total * model.marginal((v,), cliques, {}), self.cells[v], m.values
-            lower = _share(y[0], y[1], counts[0], m.std)
-            upper = _share(y[cells + 1], y[cells], counts[cells - 1], m.std)
+            threshold = self.signal * m.std
+            lower = _share(y[0], y[1], counts[0], threshold)
+            upper = _share(y[cells + 1], y[cells], counts[cells - 1], threshold)
             out[v] = (lower, upper)
         return out
 
 
-BOUND_SIGNAL = 4.0
-"""Noise standard deviations a bound's noisy count must exceed to put rows on the bound: a
-bound no value sits on passes with probability 0.0017 under Laplace noise (3e-5 Gaussian). One
-that passes puts up to its whole edge cell there, and each such row costs the column's W1 its
-distance to the bulk (at 3 sds, 0.007: one of two releases at epsilon 0.1 of a 9-column table
-put 0.6% of its values on a bound none sits on)."""
+BOUND_FALSE_RATE = 0.05
+"""Chance that a release puts rows on any bound that no value sits on: one that passes puts up
+to its whole (noisy) edge cell there, and each such row costs its column's W1 its distance to
+the bulk (a fixed 3 sds, 0.007 a bound, put 0.6% of a 9-column table's values on such a bound
+in one of two releases at epsilon 0.1)."""
 
 
-def _share(bound: float, rest: float, cell: float, std: float) -> float:
+def bound_signal(columns: int) -> float:
+    """Noise standard deviations a bound's noisy count must exceed to put rows on it, for a
+    table of ``columns`` continuous columns (``2 columns`` bounds, public): Laplace noise of
+    standard deviation ``s`` exceeds ``t s`` with probability ``exp(-sqrt 2 t) / 2`` (Gaussian
+    noise less often, for ``t`` above 1.4), so ``t = ln(columns / rate) / sqrt 2`` keeps the
+    chance that any of them passes within :data:`BOUND_FALSE_RATE`: 2.9 sds for 3 columns, 3.7
+    for 9, 5.4 for 100."""
+    return max(1.4, math.log(max(columns, 1) / BOUND_FALSE_RATE) / math.sqrt(2.0))
+
+
+def _share(bound: float, rest: float, cell: float, threshold: float) -> float:
     """``bound``'s share of ``cell`` after projecting ``(bound, rest)`` onto the pairs at least
-    zero that sum to ``cell``; 0 where ``bound`` is within :data:`BOUND_SIGNAL` noise standard
-    deviations of 0."""
-    if cell <= 0.0 or bound <= BOUND_SIGNAL * std:
+    zero that sum to ``cell``; 0 where ``bound`` is at most ``threshold``."""
+    if cell <= 0.0 or bound <= threshold:
         return 0.0
     on_bound = bound - (bound + rest - cell) / 2.0
     return float(np.clip(on_bound, 0.0, cell) / cell)

@@ -194,8 +194,9 @@ def test_persisted_measurements_give_back_the_same_model() -> None:
 def test_a_point_mass_on_a_bound_comes_back_and_none_is_invented() -> None:
     """20,000 rows: ``rain`` 0 (its lower bound) on a fifth of them, ``x`` never on its bounds.
     At epsilon 1 the release puts 0.20 +- 0.02 of ``rain`` on 0 (its noisy bound count's sd is
-    about 0.001 of the rows) and a share of 0 of ``x`` on either bound (a bound without values
-    passes the 4-sd rule with probability 0.0017: about 0.0035 for the two, seeded). The retry's
+    about 0.001 of the rows) and a share of 0 of ``x`` on either bound (a release puts rows on
+    any bound without values with probability at most 0.05, ``records.BOUND_FALSE_RATE``:
+    seeded). The retry's
     replay gives back the same shares. Without the shares (the mutant) ``rain`` has none."""
     from dpsmooth_spark.mechanisms import records
 
