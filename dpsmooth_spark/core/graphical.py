@@ -597,8 +597,8 @@ is refused about every other step, and every refusal costs a belief propagation.
 
 
 EMPTY = 1e-12
-"""Probability a cold fit starts a cell at where its column's one-way projection is empty: far
-below any count a release resolves, yet a potential that later measurements can still raise."""
+"""Probability at which a cold fit starts a cell that its column's one-way projection empties:
+far below any count a release resolves, yet a potential later measurements can still raise."""
 
 
 def _one_way_start(model: GraphicalModel, observed: Sequence[Observed]) -> GraphicalModel:
