@@ -9,8 +9,9 @@ the cell: a uniform level among the cell's levels, a uniform point of a continuo
 rows of one cell as one stratified sample (so they spread over it evenly).
 
 A continuous column's values may sit exactly on a bound (a rain gauge's zeros, a sensor clipped
-at its top): its one-way is also counted with the two bounds as cells of their own
-(:meth:`CellCoding.point_codes`), and decoding puts a share of its edge cells' rows on the bound.
+at its top): the pass also counts the rows on each bound, so its one-way can be split with the
+bounds as cells of their own (:meth:`CellMarginals.split_points`), and decoding puts a share of
+its edge cells' rows on the bound.
 """
 
 from __future__ import annotations
@@ -57,18 +58,9 @@ class CellCoding:
 
     @property
     def points(self) -> tuple[int, ...]:
-        """The continuous columns: their bounds are cells of their own in :meth:`point_codes`."""
+        """The continuous columns: their values may sit exactly on a bound
+        (:meth:`CellMarginals.split_points`)."""
         return tuple(j for j, levels in enumerate(self.levels) if levels < 2)
-
-    def point_codes(self, x: np.ndarray, codes: np.ndarray, column: int) -> np.ndarray:
-        """``(n,)`` cells of a continuous column's one-way with its bounds apart, from scaled
-        rows ``x`` and their cells (:meth:`codes`): 0 the lower bound, ``1 + c`` cell ``c``
-        without the bounds, ``cells + 1`` the upper bound, then the null cell
-        (``sizes[column] + 2`` cells)."""
-        values = np.nan_to_num(np.atleast_2d(np.asarray(x, dtype=np.float64))[:, column])
-        cells, code = self.value_cells[column], codes[:, column]
-        out = np.where(values <= -1.0, 0, np.where(values >= 1.0, cells + 1, 1 + code))
-        return np.where(code >= cells, cells + 2, out)
 
     def codes(self, x: np.ndarray, nulls: np.ndarray | None = None) -> np.ndarray:
         """``(n, d)`` int64 cells of scaled rows ``x`` (in [-1, 1]); ``nulls``: where a value is
@@ -140,15 +132,16 @@ class CellMarginals:
     coding: CellCoding
     scopes: tuple[Scope, ...]
     points: tuple[int, ...] = ()
-    """Continuous columns whose one-way with the bounds apart (:meth:`CellCoding.point_codes`)
-    is counted after the scopes."""
+    """Continuous columns whose rows on each bound are counted after the scopes (their one-ways
+    must be among the scopes: :meth:`split_points`)."""
 
     @property
     def sizes(self) -> np.ndarray:
-        """Counts of each scope, then of each one-way with its bounds apart."""
+        """Counts of each scope, then two (the rows on the lower and the upper bound) of each
+        continuous column of :attr:`points`."""
         cells = self.coding.sizes
         scopes = [int(np.prod([cells[v] for v in s])) for s in self.scopes]
-        return np.array(scopes + [cells[j] + 2 for j in self.points], dtype=np.int64)
+        return np.array(scopes + [2] * len(self.points), dtype=np.int64)
 
     @property
     def offsets(self) -> np.ndarray:
@@ -165,11 +158,15 @@ class CellMarginals:
                 tuple(codes[:, v] for v in scope), [cells[v] for v in scope]
             )
             out[start : start + size] = np.bincount(index, minlength=int(size))
-        at = len(self.scopes)
-        for k, j in enumerate(self.points):
-            start, size = self.offsets[at + k], self.sizes[at + k]
-            found = self.coding.point_codes(x, codes, j)
-            out[start : start + size] = np.bincount(found, minlength=int(size))
+        if self.points:
+            columns = list(self.points)
+            values = np.nan_to_num(np.atleast_2d(np.asarray(x, dtype=np.float64))[:, columns])
+            kept = (
+                np.ones(values.shape, bool) if nulls is None else ~np.atleast_2d(nulls)[:, columns]
+            )
+            on = np.stack([((values <= -1.0) & kept).sum(axis=0), ((values >= 1.0) & kept).sum(0)])
+            start = int(self.offsets[len(self.scopes)])
+            out[start:] = on.T.ravel()
         return out
 
     def split(self, counts: np.ndarray) -> dict[Scope, np.ndarray]:
@@ -178,6 +175,19 @@ class CellMarginals:
         return {s: counts[offsets[i] : offsets[i + 1]] for i, s in enumerate(self.scopes)}
 
     def split_points(self, counts: np.ndarray) -> dict[int, np.ndarray]:
-        """Every one-way with its bounds apart, from the concatenated counts."""
-        offsets, at = self.offsets, len(self.scopes)
-        return {j: counts[offsets[at + k] : offsets[at + k + 1]] for k, j in enumerate(self.points)}
+        """Each continuous column's one-way with its bounds as cells of their own, from the
+        concatenated counts: the lower bound, its cells (the first and the last without the
+        rows on the bounds), the upper bound, then its null cell (``sizes[j] + 2`` counts)."""
+        found = self.split(counts)
+        start = int(self.offsets[len(self.scopes)])
+        out = {}
+        for k, j in enumerate(self.points):
+            if (j,) not in found:
+                raise ValueError(f"column {j}'s one-way is not counted: its bounds cannot split it")
+            lower, upper = counts[start + 2 * k], counts[start + 2 * k + 1]
+            cells = self.coding.value_cells[j]
+            inner = np.array(found[(j,)], dtype=counts.dtype)
+            inner[0] -= lower
+            inner[cells - 1] -= upper
+            out[j] = np.concatenate([[lower], inner[:cells], [upper], inner[cells:]])
+        return out

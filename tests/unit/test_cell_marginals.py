@@ -77,16 +77,18 @@ def test_decoded_rows_of_a_cell_spread_over_it_evenly() -> None:
     assert np.abs(np.bincount(levels - 30, minlength=6) - 1_000 / 6).max() <= 1
 
 
-def test_point_codes_set_the_bounds_apart() -> None:
+def test_a_one_way_splits_with_its_bounds_apart() -> None:
+    """The rows on each bound are counted beside the one-way, which splits into: the lower
+    bound, the 16 cells without the bounds, the upper bound, the null cell."""
     coding = CellCoding((3, 0), (False, True), (True, False))
     x = np.array([[0.0, -1.0], [0.0, -0.99], [0.0, 0.3], [0.0, 0.99], [0.0, 1.0], [0.0, 0.0]])
     nulls = np.array([[False, False]] * 5 + [[False, True]])
     assert coding.points == (1,)
-    codes = coding.point_codes(x, coding.codes(x, nulls), 1)
-    np.testing.assert_array_equal(codes, [0, 1, 1 + 10, 16, 17, 18])
-    spec = CellMarginals(coding, ((0,),), coding.points)
-    counts = spec.split_points(spec.counts(x, nulls))[1]
-    assert counts.size == 19 and counts.sum() == 6
+    spec = CellMarginals(coding, ((0,), (1,)), coding.points)
+    split = spec.split_points(spec.counts(x, nulls))[1]
+    expected = np.zeros(19, dtype=np.int64)
+    expected[[0, 1, 1 + 10, 16, 17, 18]] = 1  # -1, cell 0, cell 10, cell 15, +1, null
+    np.testing.assert_array_equal(split, expected)
 
 
 def test_decoded_edge_cells_put_their_shares_on_the_bounds() -> None:

@@ -728,7 +728,7 @@ def test_adaptive_points_audit():
     from dpsmooth_spark.mechanisms import adaptive, records
 
     coding = CellCoding((0,), (False,), (False,))
-    spec = CellMarginals(coding, (), coding.points)
+    spec = CellMarginals(coding, ((0,),), coding.points)
     base = np.random.default_rng(0).uniform(-1.0, 1.0, size=(40, 1))
     neighbour = np.vstack([base, [[1.0]]])
 
