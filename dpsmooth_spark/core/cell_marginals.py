@@ -8,10 +8,11 @@ more cell, its nulls. The coding is a function of the config alone. Decoding dra
 the cell: a uniform level among the cell's levels, a uniform point of a continuous cell, the
 rows of one cell as one stratified sample (so they spread over it evenly).
 
-A continuous column's values may sit exactly on a bound (a rain gauge's zeros, a sensor clipped
-at its top): the pass also counts the rows on each bound, so its one-way can be split with the
-bounds as cells of their own (:meth:`CellMarginals.split_points`), and decoding puts a share of
-its edge cells' rows on the bound.
+A continuous or wide lattice column's values may sit exactly on a bound (a rain gauge's zeros, a
+sensor clipped at its top, an amount that is mostly 0): the pass also counts the rows on each
+bound, so its one-way can be split with the bounds as cells of their own
+(:meth:`CellMarginals.split_points`), and decoding puts a share of its edge cells' rows on the
+bound, the rest on the cell's other values.
 """
 
 from __future__ import annotations
@@ -58,9 +59,14 @@ class CellCoding:
 
     @property
     def points(self) -> tuple[int, ...]:
-        """The continuous columns: their values may sit exactly on a bound
-        (:meth:`CellMarginals.split_points`)."""
-        return tuple(j for j, levels in enumerate(self.levels) if levels < 2)
+        """The columns whose edge cells hold more than their bound: continuous ones, and wide
+        lattices (integers or dates cut into cells of several levels). Their values may sit
+        exactly on a bound (:meth:`CellMarginals.split_points`)."""
+        return tuple(
+            j
+            for j, (levels, nominal) in enumerate(zip(self.levels, self.nominal, strict=True))
+            if levels < 2 or (not nominal and levels > MAX_CELLS)
+        )
 
     def codes(self, x: np.ndarray, nulls: np.ndarray | None = None) -> np.ndarray:
         """``(n, d)`` int64 cells of scaled rows ``x`` (in [-1, 1]); ``nulls``: where a value is
@@ -85,8 +91,9 @@ class CellCoding:
         """``(scaled values, null mask)`` of ``(n, d)`` cells: a uniform level among a lattice
         cell's levels, a uniform point of a continuous cell (the rows of one cell as one
         stratified sample: ``core.sampling.stratified_uniforms``); null cells give NaN.
-        ``on_bounds``: per continuous column, the shares of its first and last cells' rows that
-        sit exactly on its lower and upper bound."""
+        ``on_bounds``: per column of :attr:`points`, the shares of its first and last cells'
+        rows that sit exactly on its lower and upper bound (where a share is above 0, the rest
+        take the cell's other values)."""
         codes = np.asarray(codes, dtype=np.int64)
         out = np.empty(codes.shape, dtype=np.float64)
         nulls = np.zeros(codes.shape, dtype=bool)
@@ -96,33 +103,40 @@ class CellCoding:
             cell = np.minimum(code, cells - 1)
             # the rows of a cell draw one stratified sample: they spread over it evenly
             u = stratified_uniforms(code, cells + 1, rng)
+            shares = None if on_bounds is None else on_bounds.get(j)
+            if shares is not None:
+                u, at = _off_bounds(u, cell, cells, shares)
             if levels >= 2:
                 first = -(
                     -(cell * levels) // cells
                 )  # the levels l with l * cells // levels == cell
                 last = -(-((cell + 1) * levels) // cells) - 1
+                if shares is not None:  # the rest of an edge cell with a share: off the bound
+                    off = (cell == 0) & (last > first) & (shares[0] > 0.0)
+                    first = np.where(off, first + 1, first)
+                    off = (cell == cells - 1) & (last > first) & (shares[1] > 0.0)
+                    last = np.where(off, last - 1, last)
                 level = first + np.floor(u * (last - first + 1)).astype(np.int64)
                 out[:, j] = -1.0 + 2.0 * np.minimum(level, levels - 1) / (levels - 1)
             else:
                 out[:, j] = -1.0 + 2.0 * (cell + u) / cells
-                if on_bounds is not None and j in on_bounds:
-                    out[:, j] = _on_bounds(out[:, j], cell, u, cells, on_bounds[j])
+            if shares is not None:
+                out[:, j] = np.where(at < 0, -1.0, np.where(at > 0, 1.0, out[:, j]))
         return np.where(nulls, np.nan, out), nulls
 
 
-def _on_bounds(
-    values: np.ndarray, cell: np.ndarray, u: np.ndarray, cells: int, shares: tuple[float, float]
-) -> np.ndarray:
-    """``values`` of a continuous column with the first ``shares[0]`` of its first cell's
-    stratified uniforms ``u`` on the lower bound, the last ``shares[1]`` of its last cell's on
-    the upper one, and the rest spread over the cell."""
+def _off_bounds(
+    u: np.ndarray, cell: np.ndarray, cells: int, shares: tuple[float, float]
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(u, at)``: which rows sit on a bound (``at`` -1 the lower, +1 the upper, else 0: the
+    first ``shares[0]`` of the first cell's stratified uniforms ``u``, the last ``shares[1]`` of
+    the last cell's), and the other rows' uniforms stretched over what is left of their cell."""
     lower, upper = shares
     first, last = cell == 0, cell == cells - 1
-    within = np.where(first, (u - lower) / max(1.0 - lower, 1e-12), u)
-    within = np.where(last, within / max(1.0 - upper, 1e-12), within)
-    out = np.where(first | last, -1.0 + 2.0 * (cell + np.clip(within, 0.0, 1.0)) / cells, values)
-    out = np.where(first & (u < lower), -1.0, out)
-    return np.where(last & (u >= 1.0 - upper), 1.0, out)
+    at = np.where(first & (u < lower), -1, np.where(last & (u >= 1.0 - upper), 1, 0))
+    rest = np.where(first, (u - lower) / max(1.0 - lower, 1e-12), u)
+    rest = np.where(last, rest / max(1.0 - upper, 1e-12), rest)
+    return np.clip(rest, 0.0, 1.0 - 1e-12), at
 
 
 @dataclass(frozen=True)

@@ -107,7 +107,8 @@ class LoopResult:
     total: float
     selected: list[Scope] = field(default_factory=list)
     on_bounds: dict[int, tuple[float, float]] = field(default_factory=dict)
-    """Per continuous column, the shares of its edge cells on its bounds (``Tables.on_bounds``)."""
+    """Per column with bounds apart, the shares of its edge cells on its bounds
+    (``Tables.on_bounds``)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The released measurements, JSON-ready (the model is their post-processing)."""
@@ -233,7 +234,7 @@ class Tables:
     def on_bounds(
         self, model: GraphicalModel, total: float, measurements: Sequence[Measurement]
     ) -> dict[int, tuple[float, float]]:
-        """Per continuous column, the shares of its first and last cells' rows on its lower
+        """Per column with bounds apart, the shares of its first and last cells' rows on its lower
         and upper bound (none here)."""
         return {}
 

@@ -2,8 +2,9 @@
 data pass that counts every candidate marginal, the loop on those counts, and the records drawn
 from the model (on the driver, or by the executors through :func:`record_sampler`).
 
-A continuous column's first-round table is its one-way with the bounds as cells of their own
-(kind ``points``, ``core.cell_marginals``): still a histogram of the rows, so one record moves
+A continuous or wide lattice column's first-round table is its one-way with the bounds as cells
+of their own (kind ``points``, ``core.cell_marginals``): still a histogram of the rows, so one
+record moves
 one count by one. Its sums per cell tell the model the column's one-way; its bound cells tell
 the share of the edge cells' rows that sit on a bound, which the model does not hold.
 """
@@ -66,20 +67,21 @@ def sample_table(
 
 
 def marginal_spec(coding: CellCoding, settings: LoopSettings | None = None) -> CellMarginals:
-    """What the data pass counts: every candidate's cells, and each continuous column's one-way
-    with its bounds apart."""
+    """What the data pass counts: every candidate's cells, and the rows on each bound of each
+    column of ``CellCoding.points``."""
     max_way = (settings or LoopSettings()).max_way
     scopes = tuple(c.scope for c in candidates(coding.sizes, max_way))
     return CellMarginals(coding, scopes, coding.points)
 
 
 POINTS = "points"
-"""Kind of a continuous column's one-way with its bounds as cells of their own."""
+"""Kind of a continuous or wide lattice column's one-way with its bounds as cells of their
+own."""
 
 
 class RecordTables(Tables):
     """The loop's tables for a table of records: the marginals (:class:`Tables`), a continuous
-    column's first-round one-way with its bounds apart (module docstring)."""
+    or wide lattice column's first-round one-way with its bounds apart (module docstring)."""
 
     def __init__(
         self,
@@ -90,14 +92,14 @@ class RecordTables(Tables):
     ) -> None:
         super().__init__(coding.sizes, answer, max_way)
         self.cells, self.points = coding.value_cells, points
-        self.continuous = set(coding.points)
+        self.apart = set(coding.points)
         self.signal = bound_signal(len(coding.points))
 
     def first(self) -> list[Candidate]:
-        """Every one-way marginal, a continuous column's with its bounds apart."""
+        """Every one-way marginal, with its bounds apart where ``CellCoding.points`` has it."""
         return [
             Candidate((v,), size + 2, 1.0, POINTS)
-            if v in self.continuous
+            if v in self.apart
             else Candidate((v,), size, 1.0)
             for v, size in enumerate(self.sizes)
         ]
@@ -124,7 +126,7 @@ class RecordTables(Tables):
     def on_bounds(
         self, model: GraphicalModel, total: float, measurements: Sequence[Measurement]
     ) -> dict[int, tuple[float, float]]:
-        """Each continuous column's bound count and the rest of its edge cell, projected onto
+        """Each such column's bound count and the rest of its edge cell, projected onto
         the counts that are at least zero and sum to the model's count of that cell (least
         squares given it), as a share of it."""
         cliques = model.clique_marginals()
@@ -150,7 +152,7 @@ in one of two releases at epsilon 0.1)."""
 
 def bound_signal(columns: int) -> float:
     """Noise standard deviations a bound's noisy count must exceed to put rows on it, for a
-    table of ``columns`` continuous columns (``2 columns`` bounds, public): Laplace noise of
+    table of ``columns`` columns with bounds apart (``2 columns`` bounds, public): Laplace noise of
     standard deviation ``s`` exceeds ``t s`` with probability ``exp(-sqrt 2 t) / 2`` (Gaussian
     noise less often, for ``t`` above 1.4), so ``t = ln(columns / rate) / sqrt 2`` keeps the
     chance that any of them passes within :data:`BOUND_FALSE_RATE`: 2.9 sds for 3 columns, 3.7

@@ -107,6 +107,21 @@ def test_decoded_edge_cells_put_their_shares_on_the_bounds() -> None:
     assert inside.min() >= 0.875 and inside.max() < 1.0
 
 
+def test_a_wide_integers_edge_cell_puts_its_share_on_the_bound_and_the_rest_off_it() -> None:
+    """96 levels (6 a cell): 1,200 rows in the first cell with a lower-bound share of 0.5 give
+    600 (+-1) on level 0 and 120 (+-1) on each of levels 1-5; the last cell's 600 rows with an
+    upper share of 0 (none found there) spread over all its 6 levels (100 +-1 each)."""
+    coding = CellCoding((96,), (False,), (False,))
+    assert coding.points == (0,)
+    codes = np.concatenate([np.zeros(1_200, int), np.full(600, 15)])[:, None]
+    scaled, _ = coding.decode(codes, np.random.default_rng(4), {0: (0.5, 0.0)})
+    levels = np.rint((scaled[:, 0] + 1.0) / 2.0 * 95).astype(int)
+    first = np.bincount(levels[:1_200], minlength=6)
+    assert abs(first[0] - 600) <= 1 and np.abs(first[1:6] - 120).max() <= 1
+    last = np.bincount(levels[1_200:] - 90, minlength=6)
+    assert np.abs(last - 100).max() <= 1
+
+
 def test_counts_of_scopes_with_nulls() -> None:
     coding = CellCoding((2, 0), (False, True), (True, False))
     spec = CellMarginals(coding, ((0,), (1,), (0, 1)))
