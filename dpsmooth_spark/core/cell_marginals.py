@@ -146,13 +146,13 @@ class CellMarginals:
     coding: CellCoding
     scopes: tuple[Scope, ...]
     points: tuple[int, ...] = ()
-    """Continuous columns whose rows on each bound are counted after the scopes (their one-ways
-    must be among the scopes: :meth:`split_points`)."""
+    """Columns of :attr:`CellCoding.points` whose rows on each bound are counted after the
+    scopes (their one-ways must be among the scopes: :meth:`split_points`)."""
 
     @property
     def sizes(self) -> np.ndarray:
         """Counts of each scope, then two (the rows on the lower and the upper bound) of each
-        continuous column of :attr:`points`."""
+        column of :attr:`points`."""
         cells = self.coding.sizes
         scopes = [int(np.prod([cells[v] for v in s])) for s in self.scopes]
         return np.array(scopes + [2] * len(self.points), dtype=np.int64)
@@ -189,9 +189,10 @@ class CellMarginals:
         return {s: counts[offsets[i] : offsets[i + 1]] for i, s in enumerate(self.scopes)}
 
     def split_points(self, counts: np.ndarray) -> dict[int, np.ndarray]:
-        """Each continuous column's one-way with its bounds as cells of their own, from the
-        concatenated counts: the lower bound, its cells (the first and the last without the
-        rows on the bounds), the upper bound, then its null cell (``sizes[j] + 2`` counts)."""
+        """Each column of :attr:`points`: its one-way with its bounds as cells of their own,
+        from the concatenated counts: the lower bound, its cells (the first and the last
+        without the rows on the bounds), the upper bound, then its null cell (``sizes[j] + 2``
+        counts)."""
         found = self.split(counts)
         start = int(self.offsets[len(self.scopes)])
         out = {}
