@@ -6,7 +6,8 @@ cliques of a junction tree built over the measured scopes. :func:`fit_model` min
 noise-weighted squared error of its marginals against the measurements by entropic mirror descent
 on the clique log-potentials (exact marginals by belief propagation on the tree), with Armijo
 backtracking and heavy-ball momentum; a warm start continues from a previous fit.
-:meth:`GraphicalModel.sample` draws i.i.d. records by forward sampling along the tree.
+:meth:`GraphicalModel.sample` draws records by forward sampling along the tree (stratified
+by default: ``core.sampling.stratified_uniforms``).
 
 Everything here is post-processing of noisy marginals: nothing reads data.
 """

@@ -4,9 +4,8 @@ from the model (on the driver, or by the executors through :func:`record_sampler
 
 A continuous or wide lattice column's first-round table is its one-way with the bounds as cells
 of their own (kind ``points``, ``core.cell_marginals``): still a histogram of the rows, so one
-record moves
-one count by one. Its sums per cell tell the model the column's one-way; its bound cells tell
-the share of the edge cells' rows that sit on a bound, which the model does not hold.
+record moves one count by one. Its sums per cell tell the model the column's one-way; its bound
+cells tell the share of the edge cells' rows that sit on a bound, which the model does not hold.
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ from dpsmooth_spark.core.cell_marginals import CellCoding, CellMarginals
 from dpsmooth_spark.core.columns import TableCodec
 from dpsmooth_spark.core.graphical import GraphicalModel, Observed
 from dpsmooth_spark.core.kernel import ExactSums, PassSpec
+from dpsmooth_spark.core.maxent import project_to_simplex
 from dpsmooth_spark.mechanisms.adaptive import (
     Candidate,
     LoopResult,
@@ -165,8 +165,7 @@ def _share(bound: float, rest: float, cell: float, threshold: float) -> float:
     zero that sum to ``cell``; 0 where ``bound`` is at most ``threshold``."""
     if cell <= 0.0 or bound <= threshold:
         return 0.0
-    on_bound = bound - (bound + rest - cell) / 2.0
-    return float(np.clip(on_bound, 0.0, cell) / cell)
+    return float(project_to_simplex(np.array([bound, rest]) / cell)[0])
 
 
 def replay(data: dict, coding: CellCoding, settings: LoopSettings) -> LoopResult:
