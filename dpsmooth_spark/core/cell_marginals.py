@@ -12,7 +12,10 @@ A continuous or wide lattice column's values may sit exactly on a bound (a rain 
 sensor clipped at its top, an amount that is mostly 0): the pass also counts the rows on each
 bound, so its one-way can be split with the bounds as cells of their own
 (:meth:`CellMarginals.split_points`), and decoding puts a share of its edge cells' rows on the
-bound, the rest on the cell's other values.
+bound, the rest on the cell's other values. A continuous column's rows strictly between its
+bounds are also counted in :data:`SHAPE_CELLS` equal sub-cells of each cell
+(:meth:`CellMarginals.split_shapes`), so decoding can place a cell's rows where its sub-cells say
+(a log-normal's mass in the first sixteenth of its bounds) instead of evenly.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from dpsmooth_spark.core.sampling import stratified_uniforms
 
 MAX_CELLS = 16
 """Cells of a wide integer or a continuous column."""
+SHAPE_CELLS = 16
+"""Equal sub-cells of each cell of a continuous column that its shape counts."""
 
 Scope = tuple[int, ...]
 
@@ -68,6 +73,12 @@ class CellCoding:
             if levels < 2 or (not nominal and levels > MAX_CELLS)
         )
 
+    @property
+    def shaped(self) -> tuple[int, ...]:
+        """The continuous columns: their rows off the bounds are counted in sub-cells too
+        (:meth:`CellMarginals.split_shapes`)."""
+        return tuple(j for j, levels in enumerate(self.levels) if levels < 2)
+
     def codes(self, x: np.ndarray, nulls: np.ndarray | None = None) -> np.ndarray:
         """``(n, d)`` int64 cells of scaled rows ``x`` (in [-1, 1]); ``nulls``: where a value is
         null (its column's null cell)."""
@@ -87,13 +98,16 @@ class CellCoding:
         codes: np.ndarray,
         rng: np.random.Generator,
         on_bounds: dict[int, tuple[float, float]] | None = None,
+        shapes: dict[int, np.ndarray] | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """``(scaled values, null mask)`` of ``(n, d)`` cells: a uniform level among a lattice
         cell's levels, a uniform point of a continuous cell (the rows of one cell as one
         stratified sample: ``core.sampling.stratified_uniforms``); null cells give NaN.
         ``on_bounds``: per column of :attr:`points`, the shares of its first and last cells'
         rows that sit exactly on its lower and upper bound (where a share is above 0, the rest
-        take the cell's other values)."""
+        take the cell's other values). ``shapes``: per column of :attr:`shaped`, ``(cells,
+        sub-cells)`` shares of each cell's rows off the bounds: a row's stratified uniform is
+        read through that cell's piecewise-uniform distribution over its sub-cells."""
         codes = np.asarray(codes, dtype=np.int64)
         out = np.empty(codes.shape, dtype=np.float64)
         nulls = np.zeros(codes.shape, dtype=bool)
@@ -119,6 +133,9 @@ class CellCoding:
                 level = first + np.floor(u * (last - first + 1)).astype(np.int64)
                 out[:, j] = -1.0 + 2.0 * np.minimum(level, levels - 1) / (levels - 1)
             else:
+                shape = None if shapes is None else shapes.get(j)
+                if shape is not None:
+                    u = _within(u, cell, shape)
                 out[:, j] = -1.0 + 2.0 * (cell + u) / cells
             if shares is not None:
                 out[:, j] = np.where(at < 0, -1.0, np.where(at > 0, 1.0, out[:, j]))
@@ -139,6 +156,20 @@ def _off_bounds(
     return np.clip(rest, 0.0, 1.0 - 1e-12), at
 
 
+def _within(u: np.ndarray, cell: np.ndarray, shape: np.ndarray) -> np.ndarray:
+    """Positions in [0, 1) of uniforms ``u`` through the inverse distribution of each row's
+    ``cell``: uniform within each of its equal sub-cells, which hold ``shape[cell]`` of it."""
+    shape = np.asarray(shape, dtype=np.float64)
+    parts = shape.shape[1]
+    cdf = np.concatenate([np.zeros((shape.shape[0], 1)), np.cumsum(shape, axis=1)], axis=1)
+    cdf /= np.maximum(cdf[:, -1:], 1e-300)
+    rows = cdf[cell]
+    k = np.clip((rows[:, 1:] <= u[:, None]).sum(axis=1), 0, parts - 1)
+    lo, hi = rows[np.arange(u.size), k], rows[np.arange(u.size), k + 1]
+    within = np.where(hi > lo, (u - lo) / np.maximum(hi - lo, 1e-300), 0.5)
+    return np.clip((k + within) / parts, 0.0, 1.0 - 1e-12)
+
+
 @dataclass(frozen=True)
 class CellMarginals:
     """The joint cell counts of column sets (``scopes``), each flattened in C order."""
@@ -148,14 +179,18 @@ class CellMarginals:
     points: tuple[int, ...] = ()
     """Columns of :attr:`CellCoding.points` whose rows on each bound are counted after the
     scopes (their one-ways must be among the scopes: :meth:`split_points`)."""
+    shapes: tuple[int, ...] = ()
+    """Columns of :attr:`CellCoding.shaped` whose rows strictly between the bounds are counted
+    in :data:`SHAPE_CELLS` sub-cells of each cell, after the bounds (:meth:`split_shapes`)."""
 
     @property
     def sizes(self) -> np.ndarray:
         """Counts of each scope, then two (the rows on the lower and the upper bound) of each
-        column of :attr:`points`."""
+        column of :attr:`points`, then the sub-cells of each column of :attr:`shapes`."""
         cells = self.coding.sizes
         scopes = [int(np.prod([cells[v] for v in s])) for s in self.scopes]
-        return np.array(scopes + [2] * len(self.points), dtype=np.int64)
+        shapes = [self.coding.value_cells[j] * SHAPE_CELLS for j in self.shapes]
+        return np.array(scopes + [2] * len(self.points) + shapes, dtype=np.int64)
 
     @property
     def offsets(self) -> np.ndarray:
@@ -180,7 +215,19 @@ class CellMarginals:
             )
             on = np.stack([((values <= -1.0) & kept).sum(axis=0), ((values >= 1.0) & kept).sum(0)])
             start = int(self.offsets[len(self.scopes)])
-            out[start:] = on.T.ravel()
+            out[start : start + 2 * len(columns)] = on.T.ravel()
+        if self.shapes:
+            values = np.atleast_2d(np.asarray(x, dtype=np.float64))
+            first = len(self.scopes) + len(self.points)
+            for k, j in enumerate(self.shapes):
+                v = values[:, j]
+                inside = (v > -1.0) & (v < 1.0)  # NaN (a null) is neither
+                if nulls is not None:
+                    inside &= ~np.atleast_2d(nulls)[:, j]
+                parts = self.coding.value_cells[j] * SHAPE_CELLS
+                sub = np.clip(np.floor((v[inside] + 1.0) * parts / 2.0), 0, parts - 1)
+                start = int(self.offsets[first + k])
+                out[start : start + parts] = np.bincount(sub.astype(np.int64), minlength=parts)
         return out
 
     def split(self, counts: np.ndarray) -> dict[Scope, np.ndarray]:
@@ -206,3 +253,13 @@ class CellMarginals:
             inner[cells - 1] -= upper
             out[j] = np.concatenate([[lower], inner[:cells], [upper], inner[cells:]])
         return out
+
+    def split_shapes(self, counts: np.ndarray) -> dict[int, np.ndarray]:
+        """Each column of :attr:`shapes`: its rows strictly between its bounds in
+        :data:`SHAPE_CELLS` equal sub-cells of each cell, in order (``cells * SHAPE_CELLS``
+        counts), from the concatenated counts."""
+        offsets, first = self.offsets, len(self.scopes) + len(self.points)
+        return {
+            j: counts[offsets[first + k] : offsets[first + k + 1]]
+            for k, j in enumerate(self.shapes)
+        }

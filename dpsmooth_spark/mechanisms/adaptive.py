@@ -109,6 +109,9 @@ class LoopResult:
     on_bounds: dict[int, tuple[float, float]] = field(default_factory=dict)
     """Per column with bounds apart, the shares of its edge cells on its bounds
     (``Tables.on_bounds``)."""
+    shapes: dict[int, np.ndarray] = field(default_factory=dict)
+    """Per column with a measured shape, the shares of each cell's rows in its sub-cells
+    (``Tables.shapes``)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The released measurements, JSON-ready (the model is their post-processing)."""
@@ -151,14 +154,15 @@ class LoopResult:
             model, total = _estimate(tables, found[:end], iterations, model)
         model, total = _estimate(tables, found, 10 * iterations, model)
         selected = [m.scope for m in found if m.round > 0]
-        return cls(found, model, total, selected, tables.on_bounds(model, total, found))
+        on_bounds = tables.on_bounds(model, total, found)
+        return cls(found, model, total, selected, on_bounds, tables.shapes(found))
 
     def sample(
         self, coding: CellCoding, rows: int, rng: np.random.Generator
     ) -> tuple[np.ndarray, np.ndarray]:
         """``rows`` records drawn from the model (stratified along its tree):
         ``(scaled values, null mask)``."""
-        return coding.decode(self.model.sample(rows, rng), rng, self.on_bounds)
+        return coding.decode(self.model.sample(rows, rng), rng, self.on_bounds, self.shapes)
 
 
 class Tables:
@@ -185,6 +189,20 @@ class Tables:
 
     def exact(self, c: Candidate) -> np.ndarray:
         return self.answer(c.scope)
+
+    def reserve(
+        self, c: Candidate, share: float, total: float | None, std: Callable[[float], float]
+    ) -> float:
+        """Share of first-round table ``c``'s budget ``share`` kept for a table that follows it
+        (0: none); ``total``: the rows' noisy count so far (``None`` before the first table),
+        ``std(budget)``: the noise standard deviation of a count measured at ``budget``."""
+        return 0.0
+
+    def follow(self, c: Candidate, measured: Measurement, std: float) -> Candidate | None:
+        """The table measured after first-round table ``c`` (``measured``) with the budget
+        :meth:`reserve` kept, whose counts would carry noise of standard deviation ``std``;
+        ``None``: that budget goes to the later rounds."""
+        return None
 
     def size(self, c: Candidate) -> float:
         """What the first round's split counts as ``c``'s cells."""
@@ -236,6 +254,11 @@ class Tables:
     ) -> dict[int, tuple[float, float]]:
         """Per column with bounds apart, the shares of its first and last cells' rows on its lower
         and upper bound (none here)."""
+        return {}
+
+    def shapes(self, measurements: Sequence[Measurement]) -> dict[int, np.ndarray]:
+        """Per column with a measured shape, ``(cells, sub-cells)`` shares of each cell's rows
+        (none here)."""
         return {}
 
 
@@ -344,6 +367,23 @@ def run_loop(
             c.scope, tables.exact(c), share, accountant, noise, round_, c.kind, sensitivity
         )
 
+    def noise_std(share: float) -> float:
+        return accountant.noise_scale(1.0, share) * spread
+
+    def first_round(
+        c: Candidate, share: float, total: float | None
+    ) -> tuple[list[Measurement], float]:
+        """``c`` and the table that may follow it (``Tables.follow``), and the budget they
+        leave to the later rounds."""
+        kept = tables.reserve(c, share, total, noise_std) * share
+        found = [measure(c, share - kept, 0)]
+        if kept <= 0.0:
+            return found, 0.0
+        then = tables.follow(c, found[0], noise_std(kept))
+        if then is None:
+            return found, kept
+        return [*found, measure(then, kept, 0)], 0.0
+
     rounds = settings.rounds or (2 * len(sizes) if pure else 16 * len(sizes))
     per_round = budget / rounds
     pool = tables.pool()
@@ -354,7 +394,7 @@ def run_loop(
     later = rounds - len(first)
     spent = budget if later < 2.0 - 1e-9 else per_round * len(first)
     split = spent * shares / shares.sum()
-    measurements = [measure(first[0], float(split[0]), 0)]
+    measurements, left = first_round(first[0], float(split[0]), None)
     # the first table's noisy total decides the later rounds: they pair up once (twice the
     # budget each) where one would measure a median pair below MIN_SIGNAL, and where fewer
     # than two of them are then left, the rest of the first round takes their budget
@@ -363,7 +403,12 @@ def run_loop(
         if later < 4.0 - 1e-9 and len(first) > 1:
             split[1:] = (budget - split[0]) * shares[1:] / shares[1:].sum()
             spent = budget
-    measurements += [measure(c, float(b), 0) for c, b in zip(first[1:], split[1:], strict=True)]
+    rows = tables.rows_sum(measurements[0])
+    for c, b in zip(first[1:], split[1:], strict=True):
+        found, unused = first_round(c, float(b), None if rows is None else rows[0])
+        measurements += found
+        left += unused
+    spent -= left
     model, total = _estimate(tables, measurements, settings.iterations, None)
     tables.prepare(model, total)  # each round's end prepares the next round's model
     selected: list[Scope] = []
@@ -402,7 +447,8 @@ def run_loop(
             per_round *= 2.0
     model, total = _estimate(tables, measurements, 10 * settings.iterations, model)
     on_bounds = tables.on_bounds(model, total, measurements)
-    return LoopResult(measurements, model, total, selected, on_bounds)
+    shapes = tables.shapes(measurements)
+    return LoopResult(measurements, model, total, selected, on_bounds, shapes)
 
 
 def _low_signal(

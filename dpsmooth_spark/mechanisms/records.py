@@ -6,6 +6,10 @@ A continuous or wide lattice column's first-round table is its one-way with the 
 of their own (kind ``points``, ``core.cell_marginals``): still a histogram of the rows, so one
 record moves one count by one. Its sums per cell tell the model the column's one-way; its bound
 cells tell the share of the edge cells' rows that sit on a bound, which the model does not hold.
+A continuous column keeps :data:`SHAPE_SHARE` of its first-round budget for its shape (kind
+``shape``: its rows off the bounds in sub-cells of each cell, a histogram too), measured where
+its noisy one-way shows a cell that the sub-cells' noise would resolve; else that budget goes to
+the later rounds. Decoding places a cell's rows by its shape.
 """
 
 from __future__ import annotations
@@ -16,12 +20,13 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pyarrow as pa
 
-from dpsmooth_spark.core.cell_marginals import CellCoding, CellMarginals
+from dpsmooth_spark.core.cell_marginals import SHAPE_CELLS, CellCoding, CellMarginals
 from dpsmooth_spark.core.columns import TableCodec
 from dpsmooth_spark.core.graphical import GraphicalModel, Observed
 from dpsmooth_spark.core.kernel import ExactSums, PassSpec
 from dpsmooth_spark.core.maxent import project_to_simplex
 from dpsmooth_spark.mechanisms.adaptive import (
+    MIN_SIGNAL,
     Candidate,
     LoopResult,
     LoopSettings,
@@ -49,9 +54,10 @@ def record_sampler(
     """``draw(count, rng) -> (scaled records, null mask or None)``: what an executor needs of the
     model (its clique tables and the coding), to draw its share of the rows."""
     model, nullable, on_bounds = result.model, any(coding.nullable), result.on_bounds
+    shapes = result.shapes
 
     def draw(count: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None]:
-        scaled, nulls = coding.decode(model.sample(count, rng), rng, on_bounds)
+        scaled, nulls = coding.decode(model.sample(count, rng), rng, on_bounds, shapes)
         return scaled, nulls if nullable else None
 
     return draw
@@ -67,16 +73,22 @@ def sample_table(
 
 
 def marginal_spec(coding: CellCoding, settings: LoopSettings | None = None) -> CellMarginals:
-    """What the data pass counts: every candidate's cells, and the rows on each bound of each
-    column of ``CellCoding.points``."""
+    """What the data pass counts: every candidate's cells, the rows on each bound of each
+    column of ``CellCoding.points`` and the sub-cells of each of ``CellCoding.shaped``."""
     max_way = (settings or LoopSettings()).max_way
     scopes = tuple(c.scope for c in candidates(coding.sizes, max_way))
-    return CellMarginals(coding, scopes, coding.points)
+    return CellMarginals(coding, scopes, coding.points, coding.shaped)
 
 
 POINTS = "points"
 """Kind of a continuous or wide lattice column's one-way with its bounds as cells of their
 own."""
+SHAPE = "shape"
+"""Kind of a continuous column's rows off its bounds in sub-cells of each cell."""
+SHAPE_SHARE = 0.2
+"""Share of a continuous column's first-round budget kept for its shape: its one-way's noise
+grows by 1 / (1 - share) (1.25x) where the shape is measured; where it is not, the later rounds
+get that budget."""
 
 
 class RecordTables(Tables):
@@ -89,29 +101,64 @@ class RecordTables(Tables):
         answer: Callable[[tuple[int, ...]], np.ndarray],
         points: dict[int, np.ndarray],
         max_way: int,
+        shapes: dict[int, np.ndarray] | None = None,
     ) -> None:
         super().__init__(coding.sizes, answer, max_way)
-        self.cells, self.points = coding.value_cells, points
+        self.cells, self.points, self.shaped = coding.value_cells, points, shapes or {}
         self.apart = set(coding.points)
         self.signal = bound_signal(len(coding.points))
 
     def first(self) -> list[Candidate]:
-        """Every one-way marginal, with its bounds apart where ``CellCoding.points`` has it."""
-        return [
+        """Every one-way marginal, with its bounds apart where ``CellCoding.points`` has it;
+        the continuous columns' last, so that a count of the rows decides their shapes."""
+        found = [
             Candidate((v,), size + 2, 1.0, POINTS)
             if v in self.apart
             else Candidate((v,), size, 1.0)
             for v, size in enumerate(self.sizes)
         ]
+        return sorted(found, key=lambda c: c.scope[0] in self.shaped)
 
     def exact(self, c: Candidate) -> np.ndarray:
+        if c.kind == SHAPE:
+            return self.shaped[c.scope[0]]
         return self.points[c.scope[0]] if c.kind == POINTS else super().exact(c)
+
+    def reserve(
+        self, c: Candidate, share: float, total: float | None, std: Callable[[float], float]
+    ) -> float:
+        """A continuous column's one-way keeps :data:`SHAPE_SHARE` for its shape where the
+        rows' noisy count says the shape shows (:meth:`_shows`; before the first table, its own
+        count decides, :meth:`follow`)."""
+        if c.kind != POINTS or c.scope[0] not in self.shaped:
+            return 0.0
+        if total is not None and not self._shows(c, total, std(SHAPE_SHARE * share)):
+            return 0.0
+        return SHAPE_SHARE
+
+    def follow(self, c: Candidate, measured: Measurement, std: float) -> Candidate | None:
+        """The column's shape, where its one-way's noisy count says it shows (:meth:`_shows`)."""
+        if not self._shows(c, float(measured.values.sum()), std):
+            return None
+        return Candidate(c.scope, self.cells[c.scope[0]] * SHAPE_CELLS, 1.0, SHAPE)
+
+    def _shows(self, c: Candidate, total: float, std: float) -> bool:
+        """Whether ``total`` rows spread evenly over the column's sub-cells would give each
+        :data:`adaptive.MIN_SIGNAL` noise standard deviations ``std`` (a shape measured at
+        a budget where it would not is mostly noise, and its budget is worth more elsewhere)."""
+        return total / (self.cells[c.scope[0]] * SHAPE_CELLS) >= MIN_SIGNAL * std
+
+    def rows_sum(self, m: Measurement) -> tuple[float, float] | None:
+        """A shape leaves out the rows on the bounds and the nulls: no estimate of the rows."""
+        return None if m.kind == SHAPE else super().rows_sum(m)
 
     def observed(self, m: Measurement) -> Observed | None:
         """The one-way with its bounds apart tells the model its one-way: a bound's count is
         summed into its edge cell (that cell's noise ``sqrt 2`` times as large) where it shows
         rows on the bound (:func:`bound_signal`), and left out where it is noise (on a column
         with no value on its bounds it would only add noise where its tails are thinnest)."""
+        if m.kind == SHAPE:
+            return None  # what it tells is decoding's (:meth:`shapes`)
         if m.kind != POINTS:
             return super().observed(m)
         cells, y = self.cells[m.scope[0]], m.values
@@ -141,6 +188,28 @@ class RecordTables(Tables):
             upper = _share(y[cells + 1], y[cells], counts[cells - 1], threshold)
             out[v] = (lower, upper)
         return out
+
+    def shapes(self, measurements: Sequence[Measurement]) -> dict[int, np.ndarray]:
+        """Each measured shape's ``(cells, SHAPE_CELLS)`` shares: per cell, its noisy sub-cell
+        counts shrunk towards their mean by their positive-part James-Stein factor (a cell whose
+        counts the noise cannot tell from even stays even), then projected onto the simplex."""
+        out = {}
+        for m in measurements:
+            if m.kind == SHAPE:
+                parts = m.values.reshape(-1, SHAPE_CELLS)
+                out[m.scope[0]] = np.array([_cell_shape(y, m.std) for y in parts])
+        return out
+
+
+def _cell_shape(y: np.ndarray, std: float) -> np.ndarray:
+    """Shares of a cell's sub-cells from their noisy counts ``y`` (:meth:`RecordTables.shapes`)."""
+    even = np.full(y.size, 1.0 / y.size)
+    mean = float(y.mean())
+    if mean <= 0.0:
+        return even
+    spread = float(((y - mean) ** 2).sum())
+    factor = max(0.0, 1.0 - (y.size - 1) * std**2 / spread) if spread > 0.0 else 0.0
+    return project_to_simplex((mean + factor * (y - mean)) / (mean * y.size))
 
 
 BOUND_FALSE_RATE = 0.05
@@ -191,6 +260,8 @@ def release(
         raise ValueError("the data pass did not count the candidates' cells")
     counts = sums.marginals.astype(np.float64)
     answers, points = spec.marginals.split(counts), spec.marginals.split_points(counts)
+    shapes = spec.marginals.split_shapes(counts)
     settings = settings or LoopSettings()
-    tables = RecordTables(spec.marginals.coding, answers.__getitem__, points, settings.max_way)
+    coding = spec.marginals.coding
+    tables = RecordTables(coding, answers.__getitem__, points, settings.max_way, shapes)
     return run_loop(tables, accountant, noise, settings)

@@ -216,3 +216,33 @@ def test_a_point_mass_on_a_bound_comes_back_and_none_is_invented() -> None:
     coding = records.cell_coding(synth.codec_)
     again = records.replay(result.to_dict(), coding, adaptive.LoopSettings())
     assert again.on_bounds == result.on_bounds
+
+
+def test_a_columns_shape_within_its_cells_comes_back_where_the_noise_shows_it() -> None:
+    """20,000 rows of a log-normal ``amount`` on bounds [0, 1000]: 96.5% of its values lie in
+    the first of its 16 cells (below 62.5), with median 10. At epsilon 10 its shape is measured
+    (``records.SHAPE``) and the release's median is within 1 of the real one (a draw even over
+    the cell, the mutant without the shape, puts it at 32); the retry's replay gives back the
+    same shapes. At epsilon 0.1 a sub-cell's noise would swamp an even share of the rows: no
+    shape is measured. Seeded (false-failure rate: over 20 seeds the median was 0.18-0.20 off,
+    and none of 5 at 0.1 measured a shape)."""
+    from dpsmooth_spark.mechanisms import records
+
+    rng = np.random.default_rng(9)
+    amount = np.exp(rng.normal(np.log(10.0), 1.0, 20_000)).clip(0.01, 999.0)
+    real = pd.DataFrame({"amount": amount, "flag": rng.integers(0, 2, 20_000)})
+    columns = [
+        {"name": "amount", "lower": 0.0, "upper": 1000.0},
+        {"name": "flag", "values": [0, 1]},
+    ]
+    synth = Synthesizer(columns, 10.0, mechanism={"method": "adaptive"}, random_state=0)
+    released = synth.fit(real).sample(20_000)
+    assert abs(float(np.median(released["amount"])) - float(np.median(amount))) < 1.0
+    result = synth.result_
+    assert [m.kind for m in result.measurements].count(records.SHAPE) == 1
+    again = records.replay(
+        result.to_dict(), records.cell_coding(synth.codec_), adaptive.LoopSettings()
+    )
+    np.testing.assert_array_equal(again.shapes[0], result.shapes[0])
+    low = Synthesizer(columns, 0.1, mechanism={"method": "adaptive"}, random_state=0).fit(real)
+    assert records.SHAPE not in [m.kind for m in low.result_.measurements]

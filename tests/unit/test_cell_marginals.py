@@ -91,6 +91,41 @@ def test_a_one_way_splits_with_its_bounds_apart() -> None:
     np.testing.assert_array_equal(split, expected)
 
 
+def test_a_continuous_columns_rows_off_its_bounds_count_in_sub_cells() -> None:
+    """A continuous column's shape counts its rows strictly between the bounds in 16 sub-cells
+    of each cell (256 here): not the rows on a bound, not a null; its sums per cell are the
+    one-way's cells with the bounds apart."""
+    coding = CellCoding((3, 0), (False, True), (True, False))
+    x = np.array([[0.0, -1.0], [0.0, -0.99], [0.0, 0.3], [0.0, 0.99], [0.0, 1.0], [0.0, 0.0]])
+    nulls = np.array([[False, False]] * 5 + [[False, True]])
+    assert coding.shaped == (1,)
+    spec = CellMarginals(coding, ((0,), (1,)), coding.points, coding.shaped)
+    counts = spec.counts(x, nulls)
+    shape = spec.split_shapes(counts)[1]
+    expected = np.zeros(256, dtype=np.int64)
+    expected[[1, 166, 254]] = 1  # floor((x + 1) * 128)
+    np.testing.assert_array_equal(shape, expected)
+    points = spec.split_points(counts)[1]
+    np.testing.assert_array_equal(shape.reshape(16, 16).sum(axis=1), points[1:17])
+
+
+def test_decoded_rows_of_a_cell_follow_its_shape() -> None:
+    """1,600 rows of a continuous cell whose shape holds 0.75 in its sub-cell 2 and 0.25 in its
+    sub-cell 5 decode to 1,200 and 400 (+-1, the stratified draw's rounding) rows in those
+    sixteenths of the cell and none elsewhere; without the shape (the mutant) they spread over
+    the cell."""
+    coding = CellCoding((0,), (False,), (False,))
+    shape = np.full((16, 16), 1.0 / 16)
+    shape[3] = 0.0
+    shape[3, 2], shape[3, 5] = 0.75, 0.25
+    codes = np.full((1_600, 1), 3)
+    scaled, _ = coding.decode(codes, np.random.default_rng(5), None, {0: shape})
+    sub = np.floor(((scaled[:, 0] + 1.0) * 8.0 - 3.0) * 16.0).astype(int)
+    found = np.bincount(sub, minlength=16)
+    assert abs(found[2] - 1_200) <= 1 and abs(found[5] - 400) <= 1
+    assert found.sum() == found[2] + found[5]
+
+
 def test_decoded_edge_cells_put_their_shares_on_the_bounds() -> None:
     """1,000 rows in the first cell with a lower-bound share of 0.3, 1,000 in the last with an
     upper share of 0.25: exactly 300 and 250 (+-1, the stratified draw's rounding) on the

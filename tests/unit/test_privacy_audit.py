@@ -748,6 +748,34 @@ def test_adaptive_points_audit():
     assert_calibrated(outputs, base, neighbour, (97, 98), shift, 0.0)
 
 
+def test_adaptive_shape_audit():
+    """A continuous column's shape (privacy.md 3j) with epsilon = 1, through
+    ``adaptive._measure`` on the counts the kernel counts: the added record lies inside the
+    bounds and moves one sub-cell's count by 1 (its L1 sensitivity, as a histogram's)."""
+    from dpsmooth_spark.core.cell_marginals import CellCoding, CellMarginals
+    from dpsmooth_spark.mechanisms import adaptive, records
+
+    coding = CellCoding((0,), (False,), (False,))
+    spec = CellMarginals(coding, ((0,),), coding.points, coding.shaped)
+    base = np.random.default_rng(0).uniform(-0.9, 0.9, size=(40, 1))
+    neighbour = np.vstack([base, [[0.999]]])
+
+    def outputs(table, factor, seed):
+        exact = spec.split_shapes(spec.counts(table).astype(np.float64))[0]
+        noise = RecordingNoise(np.random.default_rng(seed), factor)
+        runs = []
+        for _ in range(2 * RUNS):
+            accountant = PrivacyAccountant(1.0)
+            measured = adaptive._measure((0,), exact, 1.0, accountant, noise, 0, records.SHAPE)
+            runs.append(measured.values)
+        assert accountant.spent_epsilon() == pytest.approx(1.0)
+        return np.array(runs), exact
+
+    shift = np.zeros(256)
+    shift[255] = 1.0
+    assert_calibrated(outputs, base, neighbour, (99, 100), shift, 0.0)
+
+
 def test_adaptive_selection_audit():
     """The adaptive loop's pick (privacy.md 3j) with epsilon = 1, through ``run_loop``'s own
     selection step: 100 candidates of weight 1 whose L1 errors a record moves by at most 1 each,
