@@ -191,18 +191,17 @@ class Tables:
         return self.answer(c.scope)
 
     def reserve(
-        self, c: Candidate, share: float, total: float | None, std: Callable[[float], float]
+        self, c: Candidate, share: float, total: float, std: Callable[[float], float]
     ) -> float:
         """Share of first-round table ``c``'s budget ``share`` kept for a table that follows it
-        (0: none); ``total``: the rows' noisy count so far (``None`` before the first table),
-        ``std(budget)``: the noise standard deviation of a count measured at ``budget``."""
+        (:meth:`follow`; 0: none), given the rows' noisy count ``total`` and ``std(budget)``, the
+        noise standard deviation of a count measured at ``budget``."""
         return 0.0
 
-    def follow(self, c: Candidate, measured: Measurement, std: float) -> Candidate | None:
-        """The table measured after first-round table ``c`` (``measured``) with the budget
-        :meth:`reserve` kept, whose counts would carry noise of standard deviation ``std``;
-        ``None``: that budget goes to the later rounds."""
-        return None
+    def follow(self, c: Candidate) -> Candidate:
+        """The table measured after first-round table ``c`` with the budget :meth:`reserve`
+        kept."""
+        raise NotImplementedError
 
     def size(self, c: Candidate) -> float:
         """What the first round's split counts as ``c``'s cells."""
@@ -370,19 +369,11 @@ def run_loop(
     def noise_std(share: float) -> float:
         return accountant.noise_scale(1.0, share) * spread
 
-    def first_round(
-        c: Candidate, share: float, total: float | None
-    ) -> tuple[list[Measurement], float]:
-        """``c`` and the table that may follow it (``Tables.follow``), and the budget they
-        leave to the later rounds."""
+    def first_round(c: Candidate, share: float, total: float) -> list[Measurement]:
+        """``c`` and the table that may follow it, from ``c``'s budget (``Tables.reserve``)."""
         kept = tables.reserve(c, share, total, noise_std) * share
         found = [measure(c, share - kept, 0)]
-        if kept <= 0.0:
-            return found, 0.0
-        then = tables.follow(c, found[0], noise_std(kept))
-        if then is None:
-            return found, kept
-        return [*found, measure(then, kept, 0)], 0.0
+        return [*found, measure(tables.follow(c), kept, 0)] if kept > 0.0 else found
 
     rounds = settings.rounds or (2 * len(sizes) if pure else 16 * len(sizes))
     per_round = budget / rounds
@@ -394,7 +385,7 @@ def run_loop(
     later = rounds - len(first)
     spent = budget if later < 2.0 - 1e-9 else per_round * len(first)
     split = spent * shares / shares.sum()
-    measurements, left = first_round(first[0], float(split[0]), None)
+    measurements = [measure(first[0], float(split[0]), 0)]
     # the first table's noisy total decides the later rounds: they pair up once (twice the
     # budget each) where one would measure a median pair below MIN_SIGNAL, and where fewer
     # than two of them are then left, the rest of the first round takes their budget
@@ -404,11 +395,14 @@ def run_loop(
             split[1:] = (budget - split[0]) * shares[1:] / shares[1:].sum()
             spent = budget
     rows = tables.rows_sum(measurements[0])
+    total = 0.0 if rows is None else rows[0]
     for c, b in zip(first[1:], split[1:], strict=True):
-        found, unused = first_round(c, float(b), None if rows is None else rows[0])
-        measurements += found
-        left += unused
-    spent -= left
+        measurements += first_round(c, float(b), total)
+    # the first table measured the count: what follows it is paid from the later rounds
+    kept = tables.reserve(first[0], float(split[0]), total, noise_std) * float(split[0])
+    if 0.0 < kept < budget - spent:
+        measurements.append(measure(tables.follow(first[0]), kept, 0))
+        spent += kept
     model, total = _estimate(tables, measurements, settings.iterations, None)
     tables.prepare(model, total)  # each round's end prepares the next round's model
     selected: list[Scope] = []

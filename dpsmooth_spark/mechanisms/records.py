@@ -7,9 +7,9 @@ of their own (kind ``points``, ``core.cell_marginals``): still a histogram of th
 record moves one count by one. Its sums per cell tell the model the column's one-way; its bound
 cells tell the share of the edge cells' rows that sit on a bound, which the model does not hold.
 A continuous column keeps :data:`SHAPE_SHARE` of its first-round budget for its shape (kind
-``shape``: its rows off the bounds in sub-cells of each cell, a histogram too), measured where
-its noisy one-way shows a cell that the sub-cells' noise would resolve; else that budget goes to
-the later rounds. Decoding places a cell's rows by its shape.
+``shape``: its rows off the bounds in sub-cells of each cell, a histogram too) where the first
+table's noisy count says the sub-cells would show (:meth:`RecordTables.reserve`). Decoding
+places a cell's rows by its shape.
 """
 
 from __future__ import annotations
@@ -110,7 +110,8 @@ class RecordTables(Tables):
 
     def first(self) -> list[Candidate]:
         """Every one-way marginal, with its bounds apart where ``CellCoding.points`` has it;
-        the continuous columns' last, so that a count of the rows decides their shapes."""
+        the continuous columns' last: the first table's total decides their shapes, and a
+        first table's own shape is paid from the later rounds."""
         found = [
             Candidate((v,), size + 2, 1.0, POINTS)
             if v in self.apart
@@ -125,28 +126,20 @@ class RecordTables(Tables):
         return self.points[c.scope[0]] if c.kind == POINTS else super().exact(c)
 
     def reserve(
-        self, c: Candidate, share: float, total: float | None, std: Callable[[float], float]
+        self, c: Candidate, share: float, total: float, std: Callable[[float], float]
     ) -> float:
-        """A continuous column's one-way keeps :data:`SHAPE_SHARE` for its shape where the
-        rows' noisy count says the shape shows (:meth:`_shows`; before the first table, its own
-        count decides, :meth:`follow`)."""
+        """A continuous column's one-way keeps :data:`SHAPE_SHARE` for its shape where
+        ``total`` rows spread evenly over its sub-cells would give each
+        :data:`adaptive.MIN_SIGNAL` noise standard deviations of the shape (below that the shape
+        is mostly noise, and its budget is worth more to the one-way)."""
         if c.kind != POINTS or c.scope[0] not in self.shaped:
             return 0.0
-        if total is not None and not self._shows(c, total, std(SHAPE_SHARE * share)):
-            return 0.0
-        return SHAPE_SHARE
+        each = total / (self.cells[c.scope[0]] * SHAPE_CELLS)
+        return SHAPE_SHARE if each >= MIN_SIGNAL * std(SHAPE_SHARE * share) else 0.0
 
-    def follow(self, c: Candidate, measured: Measurement, std: float) -> Candidate | None:
-        """The column's shape, where its one-way's noisy count says it shows (:meth:`_shows`)."""
-        if not self._shows(c, float(measured.values.sum()), std):
-            return None
+    def follow(self, c: Candidate) -> Candidate:
+        """The column's shape."""
         return Candidate(c.scope, self.cells[c.scope[0]] * SHAPE_CELLS, 1.0, SHAPE)
-
-    def _shows(self, c: Candidate, total: float, std: float) -> bool:
-        """Whether ``total`` rows spread evenly over the column's sub-cells would give each
-        :data:`adaptive.MIN_SIGNAL` noise standard deviations ``std`` (a shape measured at
-        a budget where it would not is mostly noise, and its budget is worth more elsewhere)."""
-        return total / (self.cells[c.scope[0]] * SHAPE_CELLS) >= MIN_SIGNAL * std
 
     def rows_sum(self, m: Measurement) -> tuple[float, float] | None:
         """A shape leaves out the rows on the bounds and the nulls: no estimate of the rows."""
