@@ -13,9 +13,10 @@ sensor clipped at its top, an amount that is mostly 0): the pass also counts the
 bound, so its one-way can be split with the bounds as cells of their own
 (:meth:`CellMarginals.split_points`), and decoding puts a share of its edge cells' rows on the
 bound, the rest on the cell's other values. A continuous column's rows strictly between its
-bounds are also counted in :data:`SHAPE_CELLS` equal sub-cells of each cell
-(:meth:`CellMarginals.split_shapes`), so decoding can place a cell's rows where its sub-cells say
-(a log-normal's mass in the first sixteenth of its bounds) instead of evenly.
+bounds are also counted in :data:`SHAPE_CELLS` equal sub-cells of each cell, and a wide
+lattice's per level (its shape, :meth:`CellMarginals.split_shapes`), so decoding can place a
+cell's rows where its shape says (a log-normal's mass in the first sixteenth of its bounds, the
+40 of a week's hours among the cell's 6 levels) instead of evenly.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ MAX_CELLS = 16
 """Cells of a wide integer or a continuous column."""
 SHAPE_CELLS = 16
 """Equal sub-cells of each cell of a continuous column that its shape counts."""
+MAX_SHAPE_LEVELS = 4096
+"""Most levels of a wide lattice whose shape is counted per level."""
 
 Scope = tuple[int, ...]
 
@@ -75,9 +78,21 @@ class CellCoding:
 
     @property
     def shaped(self) -> tuple[int, ...]:
-        """The continuous columns: their rows off the bounds are counted in sub-cells too
-        (:meth:`CellMarginals.split_shapes`)."""
-        return tuple(j for j, levels in enumerate(self.levels) if levels < 2)
+        """The columns whose rows off the bounds are counted in sub-cells too
+        (:meth:`CellMarginals.split_shapes`): continuous ones, and wide lattices of at most
+        :data:`MAX_SHAPE_LEVELS` levels (a sub-cell per level)."""
+        return tuple(
+            j
+            for j, (levels, nominal) in enumerate(zip(self.levels, self.nominal, strict=True))
+            if levels < 2 or (not nominal and MAX_CELLS < levels <= MAX_SHAPE_LEVELS)
+        )
+
+    def shape_cells(self, j: int) -> np.ndarray:
+        """The cell of each sub-cell of column ``j``'s shape, in order."""
+        levels, cells = self.levels[j], self.value_cells[j]
+        if levels < 2:
+            return np.arange(cells * SHAPE_CELLS) // SHAPE_CELLS
+        return (np.arange(levels) * cells) // levels
 
     def codes(self, x: np.ndarray, nulls: np.ndarray | None = None) -> np.ndarray:
         """``(n, d)`` int64 cells of scaled rows ``x`` (in [-1, 1]); ``nulls``: where a value is
@@ -105,9 +120,10 @@ class CellCoding:
         stratified sample: ``core.sampling.stratified_uniforms``); null cells give NaN.
         ``on_bounds``: per column of :attr:`points`, the shares of its first and last cells'
         rows that sit exactly on its lower and upper bound (where a share is above 0, the rest
-        take the cell's other values). ``shapes``: per column of :attr:`shaped`, ``(cells,
-        sub-cells)`` shares of each cell's rows off the bounds: a row's stratified uniform is
-        read through that cell's piecewise-uniform distribution over its sub-cells."""
+        take the cell's other values). ``shapes``: per column of :attr:`shaped`, each sub-cell's
+        share of its cell's rows (:meth:`shape_cells`; a bound level's is that of the rows on
+        the bound where no share puts them there): a row's stratified uniform is read through
+        its cell's distribution over its sub-cells (uniform within a continuous sub-cell)."""
         codes = np.asarray(codes, dtype=np.int64)
         out = np.empty(codes.shape, dtype=np.float64)
         nulls = np.zeros(codes.shape, dtype=bool)
@@ -120,7 +136,11 @@ class CellCoding:
             shares = None if on_bounds is None else on_bounds.get(j)
             if shares is not None:
                 u, at = _off_bounds(u, cell, cells, shares)
-            if levels >= 2:
+            shape = None if shapes is None else shapes.get(j)
+            if levels >= 2 and shape is not None:
+                level = _level_within(u, cell, shape, cells, shares)
+                out[:, j] = -1.0 + 2.0 * level / (levels - 1)
+            elif levels >= 2:
                 first = -(
                     -(cell * levels) // cells
                 )  # the levels l with l * cells // levels == cell
@@ -133,9 +153,8 @@ class CellCoding:
                 level = first + np.floor(u * (last - first + 1)).astype(np.int64)
                 out[:, j] = -1.0 + 2.0 * np.minimum(level, levels - 1) / (levels - 1)
             else:
-                shape = None if shapes is None else shapes.get(j)
                 if shape is not None:
-                    u = _within(u, cell, shape)
+                    u = _within(u, cell, np.reshape(shape, (cells, -1)))
                 out[:, j] = -1.0 + 2.0 * (cell + u) / cells
             if shares is not None:
                 out[:, j] = np.where(at < 0, -1.0, np.where(at > 0, 1.0, out[:, j]))
@@ -170,6 +189,32 @@ def _within(u: np.ndarray, cell: np.ndarray, shape: np.ndarray) -> np.ndarray:
     return np.clip((k + within) / parts, 0.0, 1.0 - 1e-12)
 
 
+def _level_within(
+    u: np.ndarray,
+    cell: np.ndarray,
+    shape: np.ndarray,
+    cells: int,
+    shares: tuple[float, float] | None,
+) -> np.ndarray:
+    """Levels of uniforms ``u`` through each row's ``cell``'s distribution over its levels,
+    ``shape`` (each level's share of its cell); a bound level whose share puts rows on the
+    bound is left to those rows."""
+    w = np.asarray(shape, dtype=np.float64).copy()
+    levels = w.size
+    owner = (np.arange(levels) * cells) // levels
+    if shares is not None and shares[0] > 0.0 and owner[1] == 0:
+        w[0] = 0.0
+    if shares is not None and shares[1] > 0.0 and owner[-2] == cells - 1:
+        w[-1] = 0.0
+    total = np.bincount(owner, weights=w, minlength=cells)
+    even = 1.0 / np.bincount(owner, minlength=cells)
+    w = np.where(total[owner] > 0.0, w / np.maximum(total[owner], 1e-300), even[owner])
+    start = np.concatenate([[0.0], np.cumsum(w)])[np.searchsorted(owner, np.arange(cells))]
+    ends = owner + np.cumsum(w) - start[owner]
+    level = np.searchsorted(ends, cell + u, side="right")
+    return np.clip(level, 0, levels - 1)
+
+
 @dataclass(frozen=True)
 class CellMarginals:
     """The joint cell counts of column sets (``scopes``), each flattened in C order."""
@@ -181,7 +226,7 @@ class CellMarginals:
     scopes (their one-ways must be among the scopes: :meth:`split_points`)."""
     shapes: tuple[int, ...] = ()
     """Columns of :attr:`CellCoding.shaped` whose rows strictly between the bounds are counted
-    in :data:`SHAPE_CELLS` sub-cells of each cell, after the bounds (:meth:`split_shapes`)."""
+    in the sub-cells of their shape, after the bounds (:meth:`split_shapes`)."""
 
     @property
     def sizes(self) -> np.ndarray:
@@ -189,7 +234,7 @@ class CellMarginals:
         column of :attr:`points`, then the sub-cells of each column of :attr:`shapes`."""
         cells = self.coding.sizes
         scopes = [int(np.prod([cells[v] for v in s])) for s in self.scopes]
-        shapes = [self.coding.value_cells[j] * SHAPE_CELLS for j in self.shapes]
+        shapes = [self.coding.shape_cells(j).size for j in self.shapes]
         return np.array(scopes + [2] * len(self.points) + shapes, dtype=np.int64)
 
     @property
@@ -224,10 +269,18 @@ class CellMarginals:
                 inside = (v > -1.0) & (v < 1.0)  # NaN (a null) is neither
                 if nulls is not None:
                     inside &= ~np.atleast_2d(nulls)[:, j]
-                parts = self.coding.value_cells[j] * SHAPE_CELLS
-                sub = np.clip(np.floor((v[inside] + 1.0) * parts / 2.0), 0, parts - 1)
+                levels = self.coding.levels[j]
+                parts = self.coding.shape_cells(j).size
+                if levels >= 2:
+                    sub = lattice_level(v[inside], levels)
+                    inside_levels = (sub > 0) & (sub < levels - 1)
+                    sub = sub[inside_levels]
+                else:
+                    sub = np.clip(np.floor((v[inside] + 1.0) * parts / 2.0), 0, parts - 1)
                 start = int(self.offsets[first + k])
-                out[start : start + parts] = np.bincount(sub.astype(np.int64), minlength=parts)
+                out[start : start + parts] = np.bincount(
+                    np.asarray(sub, dtype=np.int64), minlength=parts
+                )
         return out
 
     def split(self, counts: np.ndarray) -> dict[Scope, np.ndarray]:
@@ -255,9 +308,9 @@ class CellMarginals:
         return out
 
     def split_shapes(self, counts: np.ndarray) -> dict[int, np.ndarray]:
-        """Each column of :attr:`shapes`: its rows strictly between its bounds in
-        :data:`SHAPE_CELLS` equal sub-cells of each cell, in order (``cells * SHAPE_CELLS``
-        counts), from the concatenated counts."""
+        """Each column of :attr:`shapes`: its rows strictly between its bounds in the sub-cells
+        of its shape (:data:`SHAPE_CELLS` equal ones per cell of a continuous column, a wide
+        lattice's levels), in order, from the concatenated counts."""
         offsets, first = self.offsets, len(self.scopes) + len(self.points)
         return {
             j: counts[offsets[first + k] : offsets[first + k + 1]]

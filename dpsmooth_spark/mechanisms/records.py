@@ -6,10 +6,10 @@ A continuous or wide lattice column's first-round table is its one-way with the 
 of their own (kind ``points``, ``core.cell_marginals``): still a histogram of the rows, so one
 record moves one count by one. Its sums per cell tell the model the column's one-way; its bound
 cells tell the share of the edge cells' rows that sit on a bound, which the model does not hold.
-A continuous column keeps :data:`SHAPE_SHARE` of its first-round budget for its shape (kind
-``shape``: its rows off the bounds in sub-cells of each cell, a histogram too) where the first
-table's noisy count says the sub-cells would show (:meth:`RecordTables.reserve`). Decoding
-places a cell's rows by its shape.
+A continuous or wide lattice column keeps :data:`SHAPE_SHARE` of its first-round budget for its
+shape (kind ``shape``: its rows off the bounds in sub-cells of each cell or per level, a
+histogram too) where the first table's noisy count says the sub-cells would show
+(:meth:`RecordTables.reserve`). Decoding places a cell's rows by its shape.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pyarrow as pa
 
-from dpsmooth_spark.core.cell_marginals import SHAPE_CELLS, CellCoding, CellMarginals
+from dpsmooth_spark.core.cell_marginals import CellCoding, CellMarginals
 from dpsmooth_spark.core.columns import TableCodec
 from dpsmooth_spark.core.graphical import GraphicalModel, Observed
 from dpsmooth_spark.core.kernel import ExactSums, PassSpec
@@ -84,11 +84,11 @@ POINTS = "points"
 """Kind of a continuous or wide lattice column's one-way with its bounds as cells of their
 own."""
 SHAPE = "shape"
-"""Kind of a continuous column's rows off its bounds in sub-cells of each cell."""
+"""Kind of a column's rows off its bounds in the sub-cells of its cells
+(``CellCoding.shape_cells``)."""
 SHAPE_SHARE = 0.2
-"""Share of a continuous column's first-round budget kept for its shape: its one-way's noise
-grows by 1 / (1 - share) (1.25x) where the shape is measured; where it is not, the later rounds
-get that budget."""
+"""Share of a shaped column's first-round budget kept for its shape, where measured: its
+one-way's noise grows by 1 / (1 - share) (1.25x)."""
 
 
 class RecordTables(Tables):
@@ -105,13 +105,14 @@ class RecordTables(Tables):
     ) -> None:
         super().__init__(coding.sizes, answer, max_way)
         self.cells, self.points, self.shaped = coding.value_cells, points, shapes or {}
+        self.coding = coding
         self.apart = set(coding.points)
         self.signal = bound_signal(len(coding.points))
 
     def first(self) -> list[Candidate]:
         """Every one-way marginal, with its bounds apart where ``CellCoding.points`` has it;
-        the continuous columns' last: the first table's total decides their shapes, and a
-        first table's own shape is paid from the later rounds."""
+        the shaped columns' last: the first table's total decides their shapes, and a first
+        table's own shape is paid from the later rounds."""
         found = [
             Candidate((v,), size + 2, 1.0, POINTS)
             if v in self.apart
@@ -128,18 +129,18 @@ class RecordTables(Tables):
     def reserve(
         self, c: Candidate, share: float, total: float, std: Callable[[float], float]
     ) -> float:
-        """A continuous column's one-way keeps :data:`SHAPE_SHARE` for its shape where
+        """A shaped column's one-way keeps :data:`SHAPE_SHARE` for its shape where
         ``total`` rows spread evenly over its sub-cells would give each
         :data:`adaptive.MIN_SIGNAL` noise standard deviations of the shape (below that the shape
         is mostly noise, and its budget is worth more to the one-way)."""
         if c.kind != POINTS or c.scope[0] not in self.shaped:
             return 0.0
-        each = total / (self.cells[c.scope[0]] * SHAPE_CELLS)
+        each = total / self.coding.shape_cells(c.scope[0]).size
         return SHAPE_SHARE if each >= MIN_SIGNAL * std(SHAPE_SHARE * share) else 0.0
 
     def follow(self, c: Candidate) -> Candidate:
         """The column's shape."""
-        return Candidate(c.scope, self.cells[c.scope[0]] * SHAPE_CELLS, 1.0, SHAPE)
+        return Candidate(c.scope, self.coding.shape_cells(c.scope[0]).size, 1.0, SHAPE)
 
     def rows_sum(self, m: Measurement) -> tuple[float, float] | None:
         """A shape leaves out the rows on the bounds and the nulls: no estimate of the rows."""
@@ -183,14 +184,26 @@ class RecordTables(Tables):
         return out
 
     def shapes(self, measurements: Sequence[Measurement]) -> dict[int, np.ndarray]:
-        """Each measured shape's ``(cells, SHAPE_CELLS)`` shares: per cell, its noisy sub-cell
-        counts shrunk towards their mean by their positive-part James-Stein factor (a cell whose
-        counts the noise cannot tell from even stays even), then projected onto the simplex."""
+        """Each measured shape's sub-cells' shares of their cells (``CellCoding.decode``): per
+        cell, its noisy sub-cell counts shrunk towards their mean by their positive-part
+        James-Stein factor (a cell whose counts the noise cannot tell from even stays even),
+        then projected onto the simplex. A wide lattice's bound levels are not in its shape:
+        each gets its cell's mean share, taken where no rows are put on the bound."""
         out = {}
         for m in measurements:
-            if m.kind == SHAPE:
-                parts = m.values.reshape(-1, SHAPE_CELLS)
-                out[m.scope[0]] = np.array([_cell_shape(y, m.std) for y in parts])
+            if m.kind != SHAPE:
+                continue
+            j = m.scope[0]
+            owner = self.coding.shape_cells(j)
+            bound = {0, owner.size - 1} if self.coding.levels[j] >= 2 else set()
+            shares = np.zeros(owner.size)
+            for cell in range(self.cells[j]):
+                parts = np.flatnonzero(owner == cell)
+                kept = np.array([p for p in parts if p not in bound], dtype=np.int64)
+                left = 1.0 - (parts.size - kept.size) / parts.size
+                shares[kept] = left * _cell_shape(m.values[kept], m.std)
+                shares[[p for p in parts if p in bound]] = 1.0 / parts.size
+            out[j] = shares
         return out
 
 

@@ -126,6 +126,41 @@ def test_decoded_rows_of_a_cell_follow_its_shape() -> None:
     assert found.sum() == found[2] + found[5]
 
 
+def test_a_wide_lattices_rows_off_its_bounds_count_per_level() -> None:
+    """A wide integer's shape counts its rows per level: not on a bound level, not a null."""
+    coding = CellCoding((96, 2), (True, False), (False, True))
+    assert coding.shaped == (0,)
+    levels = np.array([0, 1, 1, 40, 95, 94, 7])
+    x = np.column_stack([-1.0 + 2.0 * levels / 95.0, np.zeros(7)])
+    nulls = np.zeros((7, 2), bool)
+    nulls[6, 0] = True  # a null: in no level
+    spec = CellMarginals(coding, ((0,), (1,)), coding.points, coding.shaped)
+    shape = spec.split_shapes(spec.counts(x, nulls))[0]
+    expected = np.zeros(96, dtype=np.int64)
+    expected[[1, 40, 94]] = [2, 1, 1]
+    np.testing.assert_array_equal(shape, expected)
+    np.testing.assert_array_equal(coding.shape_cells(0), np.arange(96) // 6)
+
+
+def test_decoded_rows_of_a_wide_lattices_cell_follow_its_levels_shares() -> None:
+    """A cell of 6 levels whose shape gives its third level 0.7 and the others 0.06 each: of
+    1,000 rows, 700 (+-1) take that level and 60 (+-1) each other one; the first cell, with a
+    lower-bound share of 0.5 and its bound level's share 1/6, puts 300 of its 600 rows on the
+    bound and the rest on its other levels by their shares (none on the bound level through
+    the shape). Without the shape (the mutant) the 0.7 level would get 1,000 / 6."""
+    coding = CellCoding((96,), (False,), (False,))
+    shape = np.full(96, 1.0 / 6)
+    shape[30:36] = 0.06
+    shape[32] = 0.7
+    codes = np.concatenate([np.full(1_000, 5), np.zeros(600, int)])[:, None]
+    scaled, _ = coding.decode(codes, np.random.default_rng(6), {0: (0.5, 0.0)}, {0: shape})
+    levels = np.rint((scaled[:, 0] + 1.0) / 2.0 * 95).astype(int)
+    found = np.bincount(levels[:1_000] - 30, minlength=6)
+    assert abs(found[2] - 700) <= 1 and np.abs(np.delete(found, 2) - 60).max() <= 1
+    first = np.bincount(levels[1_000:], minlength=6)
+    assert abs(first[0] - 300) <= 1 and np.abs(first[1:6] - 60).max() <= 1
+
+
 def test_decoded_edge_cells_put_their_shares_on_the_bounds() -> None:
     """1,000 rows in the first cell with a lower-bound share of 0.3, 1,000 in the last with an
     upper share of 0.25: exactly 300 and 250 (+-1, the stratified draw's rounding) on the
