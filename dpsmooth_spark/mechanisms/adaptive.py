@@ -256,8 +256,8 @@ class Tables:
         return {}
 
     def shapes(self, measurements: Sequence[Measurement]) -> dict[int, np.ndarray]:
-        """Per column with a measured shape, ``(cells, sub-cells)`` shares of each cell's rows
-        (none here)."""
+        """Per column with a measured shape, each sub-cell's share of its cell's rows
+        (``CellCoding.decode``; none here)."""
         return {}
 
 
