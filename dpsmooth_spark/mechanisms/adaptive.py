@@ -15,26 +15,30 @@ otherwise). The candidates are the 1-, 2- and 3-way marginals of those cells, ea
 
 Pure epsilon-DP: Laplace counts and permute-and-flip selection under basic composition. The
 (epsilon, delta) mode: Gaussian counts and the exponential mechanism in zCDP. Each measurement
-is a :class:`Measurement` (scope, noisy counts, noise); the fit reads only that list.
+is a ``Measurement`` (scope, noisy counts, noise); the fit reads only that list. What the loop
+may measure, and how the model reads it, is a ``Tables`` (``mechanisms/loop_tables.py``).
 ``docs/privacy.md`` section 3j derives the sensitivities and the composition.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from dpsmooth_spark.core.cell_marginals import CellCoding
-from dpsmooth_spark.core.graphical import GraphicalModel, Observed, TreeSize, fit_model
+from dpsmooth_spark.core.graphical import GraphicalModel, TreeSize, fit_model
+from dpsmooth_spark.mechanisms.loop_tables import (
+    Candidate,
+    Measurement,
+    Scope,
+    Tables,
+)
 from dpsmooth_spark.privacy.accountant import PrivacyAccountant
 from dpsmooth_spark.privacy.noise import NoiseSource
-
-Scope = tuple[int, ...]
 
 SELECTION_SHARE = 0.1
 """Share of each round's budget that the selection spends (AIM's split); the measurement gets the
@@ -48,36 +52,6 @@ that low buys less than the first round's tables do with it."""
 MAX_MODEL_CELLS = 2_000_000
 """Largest model (cells of the junction tree's cliques) the loop may grow to; AIM grows its
 limit with the budget spent, and so does the loop."""
-MAX_CANDIDATE_CELLS = 65_536
-"""Largest marginal a candidate may be."""
-MAX_PASS_CELLS = 4_000_000
-"""Most counts the data pass computes for the candidates: 3-way candidates are offered only
-where all of them fit (their cost grows with the cube of the columns)."""
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """A table the loop may measure: its columns, its cells, its weight (how many columns of the
-    scored workload of 3-way marginals it covers) and its kind (``rows``: a marginal of the
-    table's rows; a release of persons adds ``units`` and ``pairs``, ``mechanisms/persons.py``)."""
-
-    scope: Scope
-    cells: int
-    weight: float
-    kind: str = "rows"
-
-
-@dataclass(frozen=True)
-class Measurement:
-    """A measured table as plain data: its scope, noisy counts (flattened, C order), the noise
-    standard deviation of each count, the round that measured it (0: the first round) and its
-    kind (:class:`Candidate`)."""
-
-    scope: Scope
-    values: np.ndarray
-    std: float
-    round: int
-    kind: str = "rows"
 
 
 @dataclass(frozen=True)
@@ -163,120 +137,6 @@ class LoopResult:
         """``rows`` records drawn from the model (stratified along its tree):
         ``(scaled values, null mask)``."""
         return coding.decode(self.model.sample(rows, rng), rng, self.on_bounds, self.shapes)
-
-
-class Tables:
-    """What the loop measures and how the model answers it: here the marginals of one table of
-    records (kind ``rows``); ``mechanisms/persons.py`` adds the tables of a release of persons.
-
-    ``sizes``: cells per variable of the model; ``answer(scope)``: a marginal's exact counts.
-    """
-
-    def __init__(
-        self, sizes: Sequence[int], answer: Callable[[Scope], np.ndarray], max_way: int
-    ) -> None:
-        self.sizes = tuple(int(v) for v in sizes)
-        self.answer = answer
-        self.max_way = max_way
-
-    def first(self) -> list[Candidate]:
-        """What the first round measures: every one-way marginal."""
-        return [Candidate((v,), self.sizes[v], 1.0) for v in range(len(self.sizes))]
-
-    def pool(self) -> list[Candidate]:
-        """What each later round may pick from."""
-        return candidates(self.sizes, min(self.max_way, len(self.sizes)))
-
-    def exact(self, c: Candidate) -> np.ndarray:
-        return self.answer(c.scope)
-
-    def reserve(
-        self, c: Candidate, share: float, total: float, std: Callable[[float], float]
-    ) -> float:
-        """Share of first-round table ``c``'s budget ``share`` kept for a table that follows it
-        (:meth:`follow`; 0: none), given the rows' noisy count ``total`` and ``std(budget)``, the
-        noise standard deviation of a count measured at ``budget``."""
-        return 0.0
-
-    def follow(self, c: Candidate) -> Candidate:
-        """The table measured after first-round table ``c`` with the budget :meth:`reserve`
-        kept."""
-        raise NotImplementedError
-
-    def size(self, c: Candidate) -> float:
-        """What the first round's split counts as ``c``'s cells."""
-        return float(c.cells)
-
-    def sensitivity(self, kind: str) -> float:
-        """A table's L1 sensitivity in the accountant's units (it multiplies by the rows a
-        privacy unit may contribute): one record moves one count of a marginal by one."""
-        return 1.0
-
-    def prepare(self, model: GraphicalModel, total: float) -> None:
-        """Cache what :meth:`predict` and :meth:`scale` need of a fitted model."""
-        self._cliques, self._total = model.clique_marginals(), total
-        self._model = model
-        self._memo: dict[tuple[int, Scope, Scope], np.ndarray] = {}
-
-    def marginal(self, scope: Scope) -> np.ndarray:
-        """The prepared model's marginal over ``scope`` (the predictions of one round share
-        their cliques' reduced tables)."""
-        return self._model.marginal(scope, self._cliques, self._memo)
-
-    def predict(self, c: Candidate) -> np.ndarray:
-        """The prepared model's answer to ``c``, in counts."""
-        return self._total * self.marginal(c.scope)
-
-    def scale(self, c: Candidate) -> float:
-        """What turns ``c``'s error into the rows' units for the score (1: already)."""
-        return 1.0
-
-    def model_scope(self, c: Candidate) -> Scope | None:
-        """The model's scope ``c`` measures (``None``: it does not enter the model)."""
-        return c.scope
-
-    def observed(self, m: Measurement) -> Observed | None:
-        """What ``m`` tells the model, in counts (``None``: nothing)."""
-        return Observed(m.scope, m.values, m.std)
-
-    def rows_sum(self, m: Measurement) -> tuple[float, float] | None:
-        """``m``'s estimate of the table's rows and its variance (``None``: none)."""
-        return float(m.values.sum()), m.std**2 * m.values.size
-
-    @property
-    def structure(self) -> tuple[Scope, ...]:
-        """Scopes one clique of the model must hold whatever was measured."""
-        return ()
-
-    def on_bounds(
-        self, model: GraphicalModel, total: float, measurements: Sequence[Measurement]
-    ) -> dict[int, tuple[float, float]]:
-        """Per column with bounds apart, the shares of its first and last cells' rows on its lower
-        and upper bound (none here)."""
-        return {}
-
-    def shapes(self, measurements: Sequence[Measurement]) -> dict[int, np.ndarray]:
-        """Per column with a measured shape, each sub-cell's share of its cell's rows
-        (``CellCoding.decode``; none here)."""
-        return {}
-
-
-def candidates(sizes: Sequence[int], max_way: int) -> list[Candidate]:
-    """Every marginal of up to ``max_way`` columns within the public size limits: a way's
-    candidates are offered only where all of them fit in :data:`MAX_PASS_CELLS` with the
-    smaller ways'."""
-    d = len(sizes)
-    out: list[Candidate] = []
-    for way in range(1, max_way + 1):
-        found = []
-        for scope in itertools.combinations(range(d), way):
-            cells = int(np.prod([sizes[v] for v in scope]))
-            if cells <= MAX_CANDIDATE_CELLS:
-                found.append(Candidate(scope, cells, float(way)))
-        if way > 1 and sum(c.cells for c in out + found) > MAX_PASS_CELLS:
-            break
-        out += found
-    return out
 
 
 def _measure(

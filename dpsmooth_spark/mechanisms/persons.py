@@ -38,15 +38,17 @@ from dpsmooth_spark.core.columns import TableCodec
 from dpsmooth_spark.core.graphical import GraphicalModel, Observed
 from dpsmooth_spark.core.unit_tables import SCALE, UnitTables, row_share
 from dpsmooth_spark.mechanisms.adaptive import (
-    MAX_CANDIDATE_CELLS,
-    Candidate,
     LoopResult,
     LoopSettings,
+    run_loop,
+)
+from dpsmooth_spark.mechanisms.loop_tables import (
+    MAX_CANDIDATE_CELLS,
+    Candidate,
     Measurement,
     Scope,
     Tables,
     candidates,
-    run_loop,
 )
 from dpsmooth_spark.privacy.accountant import PrivacyAccountant
 from dpsmooth_spark.privacy.noise import NoiseSource

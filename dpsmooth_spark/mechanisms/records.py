@@ -27,13 +27,15 @@ from dpsmooth_spark.core.kernel import ExactSums, PassSpec
 from dpsmooth_spark.core.maxent import project_to_simplex
 from dpsmooth_spark.mechanisms.adaptive import (
     MIN_SIGNAL,
-    Candidate,
     LoopResult,
     LoopSettings,
+    run_loop,
+)
+from dpsmooth_spark.mechanisms.loop_tables import (
+    Candidate,
     Measurement,
     Tables,
     candidates,
-    run_loop,
 )
 from dpsmooth_spark.privacy.accountant import PrivacyAccountant
 from dpsmooth_spark.privacy.noise import NoiseSource

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from dpsmooth_spark import Synthesizer
-from dpsmooth_spark.mechanisms import adaptive
+from dpsmooth_spark.mechanisms import adaptive, loop_tables
 from dpsmooth_spark.privacy.accountant import PrivacyAccountant
 from dpsmooth_spark.privacy.noise import NoiseSource
 
@@ -30,8 +30,8 @@ def _answers(codes: np.ndarray):
     return answer
 
 
-def _tables(answer) -> adaptive.Tables:
-    return adaptive.Tables(SIZES, answer, 3)
+def _tables(answer) -> loop_tables.Tables:
+    return loop_tables.Tables(SIZES, answer, 3)
 
 
 @pytest.mark.parametrize("delta", [0.0, 1e-6])
