@@ -14,9 +14,10 @@ bound, so its one-way can be split with the bounds as cells of their own
 (:meth:`CellMarginals.split_points`), and decoding puts a share of its edge cells' rows on the
 bound, the rest on the cell's other values. A continuous column's rows strictly between its
 bounds are also counted in :data:`SHAPE_CELLS` equal sub-cells of each cell, and a wide
-lattice's per level (its shape, :meth:`CellMarginals.split_shapes`), so decoding can place a
-cell's rows where its shape says (a log-normal's mass in the first sixteenth of its bounds, the
-40 of a week's hours among the cell's 6 levels) instead of evenly.
+lattice's per level (at most :data:`MAX_SHAPE_LEVELS`, else in sub-cells of equally many
+levels): its shape (:meth:`CellMarginals.split_shapes`), so decoding can place a cell's rows
+where its shape says (a log-normal's mass in the first sixteenth of its bounds, the 40 of a
+week's hours among the cell's 6 levels) instead of evenly.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ MAX_CELLS = 16
 SHAPE_CELLS = 16
 """Equal sub-cells of each cell of a continuous column that its shape counts."""
 MAX_SHAPE_LEVELS = 4096
-"""Most levels of a wide lattice whose shape is counted per level."""
+"""Most levels of a wide lattice whose shape is counted per level; a wider one's is counted as a
+continuous column's, its sub-cells of equally many levels."""
 
 Scope = tuple[int, ...]
 
@@ -78,21 +80,21 @@ class CellCoding:
 
     @property
     def shaped(self) -> tuple[int, ...]:
-        """The columns whose rows off the bounds are counted in sub-cells too
-        (:meth:`CellMarginals.split_shapes`): continuous ones, and wide lattices of at most
-        :data:`MAX_SHAPE_LEVELS` levels (a sub-cell per level)."""
-        return tuple(
-            j
-            for j, (levels, nominal) in enumerate(zip(self.levels, self.nominal, strict=True))
-            if levels < 2 or (not nominal and MAX_CELLS < levels <= MAX_SHAPE_LEVELS)
-        )
+        """The columns whose rows off the bounds are counted in sub-cells too, those of
+        :attr:`points` (:meth:`CellMarginals.split_shapes`, :meth:`shape_cells`)."""
+        return self.points
+
+    def per_level(self, j: int) -> bool:
+        """Whether column ``j``'s shape has a sub-cell per level (a wide lattice of at most
+        :data:`MAX_SHAPE_LEVELS` levels), rather than :data:`SHAPE_CELLS` equal ones per cell."""
+        return MAX_CELLS < self.levels[j] <= MAX_SHAPE_LEVELS
 
     def shape_cells(self, j: int) -> np.ndarray:
         """The cell of each sub-cell of column ``j``'s shape, in order."""
         levels, cells = self.levels[j], self.value_cells[j]
-        if levels < 2:
-            return np.arange(cells * SHAPE_CELLS) // SHAPE_CELLS
-        return (np.arange(levels) * cells) // levels
+        if self.per_level(j):
+            return (np.arange(levels) * cells) // levels
+        return np.arange(cells * SHAPE_CELLS) // SHAPE_CELLS
 
     def codes(self, x: np.ndarray, nulls: np.ndarray | None = None) -> np.ndarray:
         """``(n, d)`` int64 cells of scaled rows ``x`` (in [-1, 1]); ``nulls``: where a value is
@@ -137,8 +139,15 @@ class CellCoding:
             if shares is not None:
                 u, at = _off_bounds(u, cell, cells, shares)
             shape = None if shapes is None else shapes.get(j)
-            if levels >= 2 and shape is not None:
+            if shape is not None and self.per_level(j):
                 level = _level_within(u, cell, shape, cells, shares)
+                out[:, j] = -1.0 + 2.0 * level / (levels - 1)
+            elif shape is not None and levels >= 2:  # sub-cells of equally many levels
+                where = (cell + _within(u, cell, np.reshape(shape, (cells, -1)))) / cells
+                first = np.maximum(-(-(cell * levels) // cells), int(_off(shares, 0)))
+                last = np.minimum(-(-((cell + 1) * levels) // cells) - 1, levels - 1)
+                last = np.where(cell == cells - 1, last - int(_off(shares, 1)), last)
+                level = np.clip(np.floor(where * levels), first, last)
                 out[:, j] = -1.0 + 2.0 * level / (levels - 1)
             elif levels >= 2:
                 first = -(
@@ -173,6 +182,11 @@ def _off_bounds(
     rest = np.where(first, (u - lower) / max(1.0 - lower, 1e-12), u)
     rest = np.where(last, rest / max(1.0 - upper, 1e-12), rest)
     return np.clip(rest, 0.0, 1.0 - 1e-12), at
+
+
+def _off(shares: tuple[float, float] | None, side: int) -> bool:
+    """Whether ``shares`` puts rows on the lower (0) or upper (1) bound."""
+    return shares is not None and shares[side] > 0.0
 
 
 def _within(u: np.ndarray, cell: np.ndarray, shape: np.ndarray) -> np.ndarray:
@@ -273,8 +287,9 @@ class CellMarginals:
                 parts = self.coding.shape_cells(j).size
                 if levels >= 2:
                     sub = lattice_level(v[inside], levels)
-                    inside_levels = (sub > 0) & (sub < levels - 1)
-                    sub = sub[inside_levels]
+                    sub = sub[(sub > 0) & (sub < levels - 1)]
+                    if not self.coding.per_level(j):
+                        sub = (sub * parts) // levels
                 else:
                     sub = np.clip(np.floor((v[inside] + 1.0) * parts / 2.0), 0, parts - 1)
                 start = int(self.offsets[first + k])
@@ -309,8 +324,8 @@ class CellMarginals:
 
     def split_shapes(self, counts: np.ndarray) -> dict[int, np.ndarray]:
         """Each column of :attr:`shapes`: its rows strictly between its bounds in the sub-cells
-        of its shape (:data:`SHAPE_CELLS` equal ones per cell of a continuous column, a wide
-        lattice's levels), in order, from the concatenated counts."""
+        of its shape (a wide lattice's levels, else :data:`SHAPE_CELLS` equal ones per cell),
+        in order, from the concatenated counts."""
         offsets, first = self.offsets, len(self.scopes) + len(self.points)
         return {
             j: counts[offsets[first + k] : offsets[first + k + 1]]

@@ -197,7 +197,7 @@ class RecordTables(Tables):
                 continue
             j = m.scope[0]
             owner = self.coding.shape_cells(j)
-            bound = {0, owner.size - 1} if self.coding.levels[j] >= 2 else set()
+            bound = {0, owner.size - 1} if self.coding.per_level(j) else set()
             shares = np.zeros(owner.size)
             for cell in range(self.cells[j]):
                 parts = np.flatnonzero(owner == cell)

@@ -264,3 +264,21 @@ def test_a_spike_inside_a_wide_integers_cell_comes_back() -> None:
     released = synth.fit(real).sample(20_000)
     assert abs(float((released["hours"] == 40).mean()) - float((hours == 40).mean())) < 0.015
     assert records.SHAPE in [m.kind for m in synth.result_.measurements]
+
+
+def test_a_wide_integers_shape_comes_back_in_sub_cells_of_its_levels() -> None:
+    """20,000 rows of an integer ``income`` on [0, 1,000,000] (more levels than
+    ``MAX_SHAPE_LEVELS``: its shape has 16 sub-cells of equally many levels per cell), log-normal
+    with median 30,178: 89% of it in its first cell. At epsilon 10 the release's median is
+    within 1,000 of it (20 seeds: 78-108 off); each cell's levels drawn evenly, the mutant
+    without the shape, gives 35,092."""
+    rng = np.random.default_rng(11)
+    income = np.exp(rng.normal(np.log(30_000), 0.6, 20_000)).round().clip(1, 999_999)
+    real = pd.DataFrame({"income": income.astype(np.int64), "flag": rng.integers(0, 2, 20_000)})
+    columns = [
+        {"name": "income", "lower": 0, "upper": 1_000_000},
+        {"name": "flag", "values": [0, 1]},
+    ]
+    synth = Synthesizer(columns, 10.0, mechanism={"method": "adaptive"}, random_state=0)
+    released = synth.fit(real).sample(20_000)
+    assert abs(float(np.median(released["income"])) - float(np.median(income))) < 1_000.0

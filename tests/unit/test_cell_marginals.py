@@ -161,6 +161,29 @@ def test_decoded_rows_of_a_wide_lattices_cell_follow_its_levels_shares() -> None
     assert abs(first[0] - 300) <= 1 and np.abs(first[1:6] - 60).max() <= 1
 
 
+def test_a_wider_lattices_shape_counts_and_decodes_in_sub_cells_of_its_levels() -> None:
+    """Past ``MAX_SHAPE_LEVELS`` levels a lattice's shape has 16 sub-cells of equally many
+    levels per cell (10,240 levels: 40 a sub-cell). Counting: a bound level in none, level 41
+    in sub-cell 1. Decoding 1,000 rows of cell 2 whose shape holds all in its sub-cell 3
+    (levels 1,400-1,439) gives levels there only, 25 (+-1) on each."""
+    levels = 10_240
+    coding = CellCoding((levels,), (False,), (False,))
+    assert coding.shaped == (0,) and not coding.per_level(0)
+    x = (-1.0 + 2.0 * np.array([0, 41, levels - 1]) / (levels - 1))[:, None]
+    spec = CellMarginals(coding, ((0,),), coding.points, coding.shaped)
+    shape = spec.split_shapes(spec.counts(x))[0]
+    assert shape.size == 256 and shape.sum() == 1 and shape[1] == 1
+    shares = np.full((16, 16), 1.0 / 16)
+    shares[2] = 0.0
+    shares[2, 3] = 1.0
+    scaled, _ = coding.decode(
+        np.full((1_000, 1), 2), np.random.default_rng(7), None, {0: shares.ravel()}
+    )
+    found = np.rint((scaled[:, 0] + 1.0) / 2.0 * (levels - 1)).astype(int)
+    assert found.min() >= 1_400 and found.max() <= 1_439
+    assert np.abs(np.bincount(found - 1_400, minlength=40) - 25).max() <= 1
+
+
 def test_decoded_edge_cells_put_their_shares_on_the_bounds() -> None:
     """1,000 rows in the first cell with a lower-bound share of 0.3, 1,000 in the last with an
     upper share of 0.25: exactly 300 and 250 (+-1, the stratified draw's rounding) on the
