@@ -184,6 +184,16 @@ def _off_bounds(
     return np.clip(rest, 0.0, 1.0 - 1e-12), at
 
 
+def bounds_apart(one_way: np.ndarray, bounds: np.ndarray, cells: int) -> np.ndarray:
+    """A one-way of ``cells`` value cells (then its null cell, if any) with ``bounds``' rows (on
+    the lower, then the upper bound) as cells of their own: the lower bound, the cells without
+    the bounds' rows, the upper bound, the null cell."""
+    inner = np.array(one_way, dtype=np.result_type(one_way, bounds))
+    inner[0] -= bounds[0]
+    inner[cells - 1] -= bounds[1]
+    return np.concatenate([[bounds[0]], inner[:cells], [bounds[1]], inner[cells:]])
+
+
 def _off(shares: tuple[float, float] | None, side: int) -> bool:
     """Whether ``shares`` puts rows on the lower (0) or upper (1) bound."""
     return shares is not None and shares[side] > 0.0
@@ -314,12 +324,8 @@ class CellMarginals:
         for k, j in enumerate(self.points):
             if (j,) not in found:
                 raise ValueError(f"column {j}'s one-way is not counted: its bounds cannot split it")
-            lower, upper = counts[start + 2 * k], counts[start + 2 * k + 1]
-            cells = self.coding.value_cells[j]
-            inner = np.array(found[(j,)], dtype=counts.dtype)
-            inner[0] -= lower
-            inner[cells - 1] -= upper
-            out[j] = np.concatenate([[lower], inner[:cells], [upper], inner[cells:]])
+            bounds = counts[start + 2 * k : start + 2 * k + 2]
+            out[j] = bounds_apart(found[(j,)], bounds, self.coding.value_cells[j])
         return out
 
     def split_shapes(self, counts: np.ndarray) -> dict[int, np.ndarray]:

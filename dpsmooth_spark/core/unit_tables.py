@@ -12,7 +12,10 @@ unit, counts two kinds of tables, each moved by at most one (in L1) when a unit 
 - agreement: for a row column, how often two distinct rows of one unit share a cell: each unit
   of ``m >= 2`` rows adds ``sum_x (n_x^2 - n_x) / (m (m - 1))`` (``n_x`` its rows in cell ``x``:
   the share of its ordered pairs of distinct rows that agree, at most one), times ``SCALE`` and
-  floored per unit and cell.
+  floored per unit and cell;
+- the rows on each bound of a column with bounds apart and its shape, as a table of records'
+  (``CellMarginals.points`` and ``shapes``, each row adding ``SCALE``: a unit moves them by at
+  most ``k``, as a marginal of the rows).
 
 Everything is exact integers of the unit's own rows, so the merged counts do not depend on how
 the rows were partitioned, as long as each unit's rows meet in one place.
@@ -25,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpsmooth_spark.core.bounds import scale_to_unit
-from dpsmooth_spark.core.cell_marginals import CellCoding
+from dpsmooth_spark.core.cell_marginals import CellCoding, CellMarginals
 
 Scope = tuple[int, ...]
 
@@ -58,6 +61,9 @@ class UnitTables:
     unit_scopes: tuple[Scope, ...]
     pair_columns: tuple[int, ...]
     row_scopes: tuple[Scope, ...] = ()
+    detail: CellMarginals | None = None
+    """The columns whose rows on the bounds and whose shapes are counted (its ``points`` and
+    ``shapes``; its ``scopes`` empty)."""
 
     @property
     def rows_variable(self) -> int:
@@ -78,6 +84,13 @@ class UnitTables:
         out = [("rows", s, self._cells(s)) for s in self.row_scopes]
         out += [("units", s, self._cells(s)) for s in self.unit_scopes]
         out += [("agreement", (j,), 1) for j in self.pair_columns]
+        if self.detail is not None:
+            sizes = self.detail.sizes
+            out += [("points", (j,), 2) for j in self.detail.points]
+            out += [
+                ("shape", (j,), int(n))
+                for j, n in zip(self.detail.shapes, sizes[len(self.detail.points) :], strict=True)
+            ]
         return out
 
     @property
@@ -92,12 +105,17 @@ class UnitTables:
             start += cells
         return out
 
-    def counts(self, codes: np.ndarray, units: np.ndarray) -> np.ndarray:
+    def counts(
+        self, codes: np.ndarray, units: np.ndarray, scaled: np.ndarray | None = None
+    ) -> np.ndarray:
         """The concatenated int64 counts of every table (:attr:`blocks`) over valid rows' cells
         ``codes`` (``(n, d)``) and their units' labels; the rows of one unit come in the order
         of their rank (the first is the unit's first kept row), other units' rows between them
-        or not."""
+        or not. ``scaled``: the rows' scaled values (NaN for a null), which :attr:`detail`
+        counts."""
         codes = np.asarray(codes, dtype=np.int64).reshape(-1, len(self.coding.levels))
+        if self.detail is not None and scaled is None:
+            raise ValueError("the bounds and shapes are counted from the rows' scaled values")
         order = np.argsort(np.asarray(units), kind="stable")
         codes, labels = codes[order], np.asarray(units)[order]
         n = labels.shape[0]
@@ -118,6 +136,10 @@ class UnitTables:
         parts += [
             _agreement(codes[:, j], unit_of_row, rows, self.sizes[j]) for j in self.pair_columns
         ]
+        if self.detail is not None and scaled is not None:
+            values = np.asarray(scaled, dtype=np.float64).reshape(codes.shape)[order]
+            values[:, per_unit] = values[starts][unit_of_row][:, per_unit]
+            parts.append(self.detail.counts(values) * SCALE)
         return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
 
@@ -152,6 +174,19 @@ def valid_codes(
     ``(cells of the valid rows, which rows are valid, rows left out, valid rows with a value
     outside the bounds)``. A row is valid where its only non-finite values are nulls of
     nullable columns (``nulls``); the others are clamped to the bounds."""
+    codes, _, ok, invalid, outside = valid_codes_and_values(x, nulls, lower, upper, coding)
+    return codes, ok, invalid, outside
+
+
+def valid_codes_and_values(
+    x: np.ndarray,
+    nulls: np.ndarray | None,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    coding: CellCoding,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int]:
+    """:func:`valid_codes` with the valid rows' scaled values (NaN for a null) after their
+    cells."""
     x = np.asarray(x, dtype=np.float64)
     nulls = np.zeros(x.shape, dtype=bool) if nulls is None else np.asarray(nulls, dtype=bool)
     ok = (np.isfinite(x) | nulls).all(axis=1)
@@ -159,4 +194,5 @@ def valid_codes(
     with np.errstate(invalid="ignore"):
         outside = (((filled < lower) | (filled > upper)) & ~nulls).any(axis=1) & ok
     scaled = scale_to_unit(np.clip(filled[ok], lower, upper), lower, upper)
-    return coding.codes(scaled, nulls[ok]), ok, int((~ok).sum()), int(outside.sum())
+    codes = coding.codes(scaled, nulls[ok])
+    return codes, np.where(nulls[ok], np.nan, scaled), ok, int((~ok).sum()), int(outside.sum())

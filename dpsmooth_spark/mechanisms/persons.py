@@ -33,7 +33,7 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-from dpsmooth_spark.core.cell_marginals import CellCoding
+from dpsmooth_spark.core.cell_marginals import CellCoding, CellMarginals, bounds_apart
 from dpsmooth_spark.core.columns import TableCodec
 from dpsmooth_spark.core.graphical import GraphicalModel, Observed
 from dpsmooth_spark.core.unit_tables import SCALE, UnitTables, row_share
@@ -47,9 +47,9 @@ from dpsmooth_spark.mechanisms.loop_tables import (
     Candidate,
     Measurement,
     Scope,
-    Tables,
     candidates,
 )
+from dpsmooth_spark.mechanisms.records import POINTS, SHAPE, RecordTables
 from dpsmooth_spark.privacy.accountant import PrivacyAccountant
 from dpsmooth_spark.privacy.noise import NoiseSource
 
@@ -86,16 +86,33 @@ def unit_tables(
         tuple(dict.fromkeys([*(s for s in scopes if d in s), unit, *((v,) for v in unit)])),
         tuple(j for j in range(d) if not per_unit[j]),
         tuple(rows),
+        CellMarginals(coding, (), coding.points, coding.shaped) if coding.points else None,
     )
 
 
-class PersonTables(Tables):
-    """The loop's tables for a release of persons (module docstring)."""
+ROWS_LIKE = ("rows", POINTS, SHAPE)
+"""Kinds that count rows (a unit moves them by ``k``): a marginal, a one-way with its bounds
+apart, a shape (``mechanisms/records.py``)."""
+
+
+class PersonTables(RecordTables):
+    """The loop's tables for a release of persons (module docstring); a column's bounds and
+    shape as for a table of records (:class:`RecordTables`)."""
 
     def __init__(
         self, spec: UnitTables, answers: dict[tuple[str, Scope], np.ndarray], max_way: int
     ) -> None:
-        super().__init__(spec.sizes, lambda scope: answers["rows", scope], max_way)
+        coding = spec.coding
+        points = {
+            j: bounds_apart(answers["rows", (j,)], answers["points", (j,)], coding.value_cells[j])
+            / SCALE
+            for j in coding.points
+            if ("points", (j,)) in answers and ("rows", (j,)) in answers
+        }
+        shapes = {j: v / SCALE for (kind, (j, *_)), v in answers.items() if kind == "shape"}
+        super().__init__(
+            coding, lambda scope: answers["rows", scope], points, max_way, shapes, spec.sizes
+        )
         self.spec, self.answers = spec, answers
         self._agreement_tables: dict[int, dict[int, Measurement]] = {}
         self.k = spec.max_rows
@@ -104,9 +121,10 @@ class PersonTables(Tables):
         self.units = 0.0  # the prepared model's unit count: each rows value's rows over it
 
     def first(self) -> list[Candidate]:
-        """Every column's one-way marginal, every row column's agreement, and the units' table
-        over the per-unit columns and ``rows``."""
-        rows = [self._candidate("rows", (j,)) for j in range(self.rows)]
+        """Every column's one-way marginal (its bounds apart where it has them,
+        :meth:`RecordTables.one_ways`), every row column's agreement, and the units' table over
+        the per-unit columns and ``rows``."""
+        rows = self.one_ways()
         rows += [self._candidate("agreement", (j,)) for j in self.spec.pair_columns]
         return [*rows, self._candidate("units", self.unit)]
 
@@ -118,7 +136,7 @@ class PersonTables(Tables):
     def scale(self, c: Candidate) -> float:
         """A unit or agreement table counts units: times the rows per unit (``total / units``, at
         most ``k``), its error is in rows, as a marginal's."""
-        if c.kind == "rows":
+        if c.kind in ROWS_LIKE:
             return 1.0
         return min(float(self.k), self._total / max(self.units, 1.0))
 
@@ -134,12 +152,14 @@ class PersonTables(Tables):
         return float(self.sizes[c.scope[0]] if c.kind == "agreement" else c.cells)
 
     def exact(self, c: Candidate) -> np.ndarray:
+        if c.kind in (POINTS, SHAPE):
+            return super().exact(c)
         return self.answers[c.kind, c.scope] / SCALE
 
     def sensitivity(self, kind: str) -> float:
         """In the accountant's units (it multiplies by ``k``): a marginal of the rows moves by
         ``k`` when a unit comes or goes, a unit or agreement table by 1."""
-        return 1.0 if kind == "rows" else 1.0 / self.k
+        return 1.0 if kind in ROWS_LIKE else 1.0 / self.k
 
     @property
     def structure(self) -> tuple[Scope, ...]:
@@ -185,7 +205,7 @@ class PersonTables(Tables):
     def rows_sum(self, m: Measurement) -> tuple[float, float] | None:
         """A unit table that holds ``rows``: each cell divided by what a row adds to it;
         other tables: none."""
-        if m.kind == "rows":
+        if m.kind in ROWS_LIKE:
             return super().rows_sum(m)
         if m.kind == "units" and self.rows in m.scope:
             per_row = (
@@ -330,7 +350,7 @@ def persons_table(
     ids ``{prefix}-{n}`` from ``first_id`` (never a real one); a per-unit column's value is
     decoded once per unit; ``lambdas``: :meth:`PersonTables.agreements`."""
     unit, codes = draw_persons(result, tables, lambdas, units, rng)
-    scaled, nulls = tables.spec.coding.decode(codes, rng)
+    scaled, nulls = tables.spec.coding.decode(codes, rng, result.on_bounds, result.shapes)
     owner = np.r_[0, np.flatnonzero(np.diff(unit)) + 1][unit]  # each unit's first row
     per_unit = np.flatnonzero(tables.spec.per_unit)
     scaled[:, per_unit] = scaled[owner][:, per_unit]

@@ -95,7 +95,10 @@ one-way's noise grows by 1 / (1 - share) (1.25x)."""
 
 class RecordTables(Tables):
     """The loop's tables for a table of records: the marginals (:class:`Tables`), a continuous
-    or wide lattice column's first-round one-way with its bounds apart (module docstring)."""
+    or wide lattice column's first-round one-way with its bounds apart and its shape (module
+    docstring). ``points``: each such column's one-way with its bounds apart
+    (``CellMarginals.split_points``); ``shapes``: its shape's counts; ``sizes``: the model's
+    variables' cells, where it has more than the columns (a release of persons)."""
 
     def __init__(
         self,
@@ -104,22 +107,27 @@ class RecordTables(Tables):
         points: dict[int, np.ndarray],
         max_way: int,
         shapes: dict[int, np.ndarray] | None = None,
+        sizes: Sequence[int] | None = None,
     ) -> None:
-        super().__init__(coding.sizes, answer, max_way)
+        super().__init__(coding.sizes if sizes is None else sizes, answer, max_way)
         self.cells, self.points, self.shaped = coding.value_cells, points, shapes or {}
         self.coding = coding
         self.apart = set(coding.points)
         self.signal = bound_signal(len(coding.points))
 
     def first(self) -> list[Candidate]:
-        """Every one-way marginal, with its bounds apart where ``CellCoding.points`` has it;
+        """Every one-way marginal (:meth:`one_ways`)."""
+        return self.one_ways()
+
+    def one_ways(self) -> list[Candidate]:
+        """Every column's one-way, with its bounds apart where ``CellCoding.points`` has it;
         the shaped columns' last: the first table's total decides their shapes, and a first
         table's own shape is paid from the later rounds."""
         found = [
-            Candidate((v,), size + 2, 1.0, POINTS)
+            Candidate((v,), self.sizes[v] + 2, 1.0, POINTS)
             if v in self.apart
-            else Candidate((v,), size, 1.0)
-            for v, size in enumerate(self.sizes)
+            else Candidate((v,), self.sizes[v], 1.0)
+            for v in range(len(self.cells))
         ]
         return sorted(found, key=lambda c: c.scope[0] in self.shaped)
 

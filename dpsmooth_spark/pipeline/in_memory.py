@@ -21,7 +21,7 @@ from dpsmooth_spark.config import UNIT_ROWS_COLUMN, ColumnConfig, PrivacyConfig,
 from dpsmooth_spark.core.columns import ColumnTypeError, TableCodec
 from dpsmooth_spark.core.contributions import bounded_rows, row_keys
 from dpsmooth_spark.core.kernel import PassSpec, partial_sums
-from dpsmooth_spark.core.unit_tables import valid_codes
+from dpsmooth_spark.core.unit_tables import valid_codes_and_values
 from dpsmooth_spark.mechanisms import adaptive, persons, records
 from dpsmooth_spark.mechanisms.public_domains import PublicDomains
 from dpsmooth_spark.mechanisms.synthesizer import (
@@ -141,7 +141,7 @@ class Synthesizer:
                 self.settings_,
             )
             x, nulls = encoded if isinstance(encoded, tuple) else (encoded, None)
-            codes, ok, invalid, clamped = valid_codes(
+            codes, scaled, ok, invalid, clamped = valid_codes_and_values(
                 x, nulls, bounds.lower, bounds.upper, unit_spec.coding
             )
             if not auto:
@@ -149,7 +149,7 @@ class Synthesizer:
             units = data.column(self.privacy.unit).combine_chunks().dictionary_encode().indices
             labels = np.asarray(units.to_numpy(zero_copy_only=False))
             order = np.lexsort((keys[ok], labels[ok]))  # each unit's rows in their rank order
-            counts = unit_spec.counts(codes[order], labels[ok][order])
+            counts = unit_spec.counts(codes[order], labels[ok][order], scaled[order])
             self.accountant_, self.domains_ = accountant, found
             self.result_, self.persons_ = persons.release(
                 counts, unit_spec, accountant, noise, self.settings_

@@ -21,7 +21,7 @@ from dpsmooth_spark.core.bounds import PublicBounds, scale_to_unit
 from dpsmooth_spark.core.columns import ColumnValueError, TableCodec, numeric_codec
 from dpsmooth_spark.core.kernel import ExactSums, PassSpec, partial_sums, valid_rows
 from dpsmooth_spark.core.quantile_grid import QuantileGrid
-from dpsmooth_spark.core.unit_tables import UnitTables, valid_codes
+from dpsmooth_spark.core.unit_tables import UnitTables, valid_codes_and_values
 from dpsmooth_spark.spark.io import quote
 from dpsmooth_spark.spark.session import default_parallelism
 
@@ -275,8 +275,10 @@ def unit_sums(
             table, units = table.take(pa.array(order)), units[order]
             encoded = codec.encode_with_nulls(table.select(codec.names))
             x, nulls = encoded if isinstance(encoded, tuple) else (encoded, None)
-            codes, ok, invalid, clamped = valid_codes(x, nulls, lower, upper, spec.coding)
-            counts[:size] = spec.counts(codes, units[ok])
+            codes, scaled, ok, invalid, clamped = valid_codes_and_values(
+                x, nulls, lower, upper, spec.coding
+            )
+            counts[:size] = spec.counts(codes, units[ok], scaled)
             counts[size:] = (table.num_rows, invalid, clamped)
         yield from _vector_batches(counts)
 

@@ -15,7 +15,7 @@ import pytest
 
 from dpsmooth_spark.config import parse_config
 from dpsmooth_spark.core.columns import table_codec
-from dpsmooth_spark.core.unit_tables import valid_codes
+from dpsmooth_spark.core.unit_tables import valid_codes_and_values
 from dpsmooth_spark.mechanisms import adaptive, persons, records
 from dpsmooth_spark.pipeline.synthesize import run_synthesize
 from dpsmooth_spark.spark.data_pass import unit_sums
@@ -81,9 +81,11 @@ def test_the_grouped_pass_counts_what_the_library_counts(spark, tmp_path: Path) 
     rows = kept.orderBy("patient", UNIT_RANK).toArrow()
     x, nulls = codec.encode_with_nulls(rows.select(codec.names))
     bounds = codec.bounds()
-    codes, ok, invalid, _ = valid_codes(x, nulls, bounds.lower, bounds.upper, spec.coding)
+    codes, scaled, ok, invalid, _ = valid_codes_and_values(
+        x, nulls, bounds.lower, bounds.upper, spec.coding
+    )
     labels = np.asarray(rows.column("patient").combine_chunks().dictionary_encode().indices)
-    np.testing.assert_array_equal(sums.values, spec.counts(codes, labels[ok]))
+    np.testing.assert_array_equal(sums.values, spec.counts(codes, labels[ok], scaled))
     _, sizes = np.unique(table.column("patient").to_numpy(zero_copy_only=False), return_counts=True)
     assert sums.rows_seen == rows.num_rows == int(np.minimum(sizes, K).sum())
     assert invalid == sums.rows_invalid == 0

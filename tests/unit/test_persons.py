@@ -225,3 +225,41 @@ def test_too_many_per_unit_cells_are_refused_before_any_noise():
     coding = CellCoding((0,) * 5, (False,) * 5, (False,) * 5)
     with pytest.raises(ValueError, match="per-unit columns and the rows per unit"):
         persons.unit_tables(coding, (True,) * 4 + (False,), 10, adaptive.LoopSettings())
+
+
+def test_a_release_of_persons_keeps_a_point_mass_and_a_shape():
+    """20,000 patients of 1-4 visits; a visit's cost is 0 (its lower bound) on a fifth of them,
+    else log-normal with median 30 on [0, 1,000] (a first cell of 62.5 holds nearly all of it).
+    At epsilon 10 the release of persons, as a release of records, puts its rows on the bound
+    (0.2002 real; 10 seeds gave 0.2001-0.2003) and within the cell by its shape (median 25.45;
+    10 seeds gave 25.43-25.49), where the release without bound cells and shapes had no zero and
+    spread the cell evenly. Seeded; false-failure rate far below 1 in 10."""
+    rng = np.random.default_rng(12)
+    count = rng.integers(1, 5, 20_000)
+    unit = np.repeat(np.arange(20_000), count)
+    positive = np.exp(rng.normal(np.log(30.0), 0.5, unit.size))
+    cost = np.where(rng.random(unit.size) < 0.2, 0.0, positive).clip(0.0, 1_000.0)
+    table = pa.table(
+        {
+            "patient": (1_000 + unit).astype(np.int64),
+            "sex": rng.choice(["F", "M"], 20_000)[unit],
+            "cost": cost,
+        }
+    )
+    columns = [
+        {"name": "sex", "values": ["F", "M"], "per_unit": True},
+        {"name": "cost", "lower": 0.0, "upper": 1_000.0},
+    ]
+    synth = Synthesizer(
+        columns,
+        10.0,
+        unit="patient",
+        max_rows_per_unit=4,
+        mechanism={"method": "adaptive"},
+        random_state=0,
+    ).fit(table)
+    released = synth.sample().to_pandas()["cost"].to_numpy()
+    assert abs(float((released == 0.0).mean()) - float((cost == 0.0).mean())) < 0.01
+    assert abs(float(np.median(released)) - float(np.median(cost))) < 1.0
+    kinds = [m.kind for m in synth.result_.measurements]
+    assert kinds.count("points") == 1 and kinds.count("shape") == 1

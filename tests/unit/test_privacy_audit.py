@@ -808,6 +808,47 @@ def test_adaptive_selection_audit():
     assert bounds[0.5] > 1.0, bounds
 
 
+def test_person_shape_audit():
+    """A release of persons' shape of a continuous column (privacy.md 3k) with epsilon = 1 and
+    k = 4, through ``adaptive._measure`` at the sensitivity ``PersonTables`` states (a row
+    table's: the accountant multiplies it by ``k``): the neighbouring table has one more unit,
+    of four rows in one sub-cell, which moves that count by 4 (the L1 sensitivity, attained)."""
+    from dpsmooth_spark.core.cell_marginals import CellCoding
+    from dpsmooth_spark.core.unit_tables import SCALE
+    from dpsmooth_spark.mechanisms import adaptive, persons, records
+
+    k = 4
+    coding = CellCoding((2, 0), (False, False), (True, False))
+    spec = persons.unit_tables(coding, (True, False), k, adaptive.LoopSettings(max_way=2))
+    tables = persons.PersonTables(spec, {}, 2)
+    rng = np.random.default_rng(0)
+    units = np.repeat(np.arange(20), rng.integers(1, k + 1, 20))
+    values = np.column_stack([2.0 * (units % 2) - 1.0, rng.uniform(-0.9, 0.9, units.size)])
+    base = (values, units)
+    added = np.array([[1.0, 0.999]] * k)
+    neighbour = (np.vstack([values, added]), np.r_[units, np.full(k, 99)])
+
+    def outputs(table, factor, seed):
+        x, labels = table
+        counts = spec.counts(coding.codes(x), labels, x)
+        exact = spec.split(counts)["shape", (1,)] / SCALE
+        noise = RecordingNoise(np.random.default_rng(seed), factor)
+        runs = []
+        for _ in range(2 * RUNS):
+            accountant = PrivacyAccountant(1.0, unit_rows=k)
+            sensitivity = tables.sensitivity(records.SHAPE)
+            measured = adaptive._measure(
+                (1,), exact, 1.0, accountant, noise, 0, records.SHAPE, sensitivity
+            )
+            runs.append(measured.values)
+        assert accountant.spent_epsilon() == pytest.approx(1.0)
+        return np.array(runs), exact
+
+    shift = np.zeros(256)
+    shift[255] = float(k)
+    assert_calibrated(outputs, base, neighbour, (93, 94), shift, 1e-5)
+
+
 @pytest.mark.parametrize("kind", ["units", "agreement"])
 def test_person_table_audit(kind):
     """A release of persons' unit and pair tables (privacy.md 3k) with epsilon = 1 and k = 4,
