@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -218,6 +220,15 @@ def test_a_point_mass_on_a_bound_comes_back_and_none_is_invented() -> None:
     assert again.on_bounds == result.on_bounds
 
 
+FLAG = {"name": "flag", "values": [0, 1]}
+
+
+def _released(columns: list, real: pd.DataFrame, epsilon: float) -> tuple[Synthesizer, Any]:
+    """A seeded adaptive release of ``real`` (its synthesizer, and as many rows)."""
+    synth = Synthesizer(columns, epsilon, mechanism={"method": "adaptive"}, random_state=0)
+    return synth, synth.fit(real).sample(len(real))
+
+
 def test_a_columns_shape_within_its_cells_comes_back_where_the_noise_shows_it() -> None:
     """20,000 rows of a log-normal ``amount`` on bounds [0, 1000]: 96.5% of its values lie in
     the first of its 16 cells (below 62.5), with median 10. At epsilon 10 its shape is measured
@@ -231,12 +242,8 @@ def test_a_columns_shape_within_its_cells_comes_back_where_the_noise_shows_it() 
     rng = np.random.default_rng(9)
     amount = np.exp(rng.normal(np.log(10.0), 1.0, 20_000)).clip(0.01, 999.0)
     real = pd.DataFrame({"amount": amount, "flag": rng.integers(0, 2, 20_000)})
-    columns = [
-        {"name": "amount", "lower": 0.0, "upper": 1000.0},
-        {"name": "flag", "values": [0, 1]},
-    ]
-    synth = Synthesizer(columns, 10.0, mechanism={"method": "adaptive"}, random_state=0)
-    released = synth.fit(real).sample(20_000)
+    columns = [{"name": "amount", "lower": 0.0, "upper": 1000.0}, FLAG]
+    synth, released = _released(columns, real, 10.0)
     assert abs(float(np.median(released["amount"])) - float(np.median(amount))) < 1.0
     result = synth.result_
     assert [m.kind for m in result.measurements].count(records.SHAPE) == 1
@@ -259,9 +266,8 @@ def test_a_spike_inside_a_wide_integers_cell_comes_back() -> None:
     rng = np.random.default_rng(10)
     hours = np.where(rng.random(20_000) < 0.45, 40, rng.integers(1, 100, 20_000))
     real = pd.DataFrame({"hours": hours, "flag": rng.integers(0, 2, 20_000)})
-    columns = [{"name": "hours", "lower": 1, "upper": 99}, {"name": "flag", "values": [0, 1]}]
-    synth = Synthesizer(columns, 1.0, mechanism={"method": "adaptive"}, random_state=0)
-    released = synth.fit(real).sample(20_000)
+    columns = [{"name": "hours", "lower": 1, "upper": 99}, FLAG]
+    synth, released = _released(columns, real, 1.0)
     assert abs(float((released["hours"] == 40).mean()) - float((hours == 40).mean())) < 0.015
     assert records.SHAPE in [m.kind for m in synth.result_.measurements]
 
@@ -275,10 +281,5 @@ def test_a_wide_integers_shape_comes_back_in_sub_cells_of_its_levels() -> None:
     rng = np.random.default_rng(11)
     income = np.exp(rng.normal(np.log(30_000), 0.6, 20_000)).round().clip(1, 999_999)
     real = pd.DataFrame({"income": income.astype(np.int64), "flag": rng.integers(0, 2, 20_000)})
-    columns = [
-        {"name": "income", "lower": 0, "upper": 1_000_000},
-        {"name": "flag", "values": [0, 1]},
-    ]
-    synth = Synthesizer(columns, 10.0, mechanism={"method": "adaptive"}, random_state=0)
-    released = synth.fit(real).sample(20_000)
+    _, released = _released([{"name": "income", "lower": 0, "upper": 1_000_000}, FLAG], real, 10.0)
     assert abs(float(np.median(released["income"])) - float(np.median(income))) < 1_000.0

@@ -719,61 +719,36 @@ def test_adaptive_marginal_audit():
     assert_calibrated(outputs, base, neighbour, (93, 94), shift, 0.0)
 
 
-def test_adaptive_points_audit():
-    """A continuous column's first-round one-way with its bounds apart (privacy.md 3j) with
-    epsilon = 1, through ``adaptive._measure`` on the counts the kernel counts: the added
-    record sits on the upper bound, a cell of its own, and moves that one count by 1 (its L1
-    sensitivity, as a marginal's)."""
+@pytest.mark.parametrize("kind", ["points", "shape"])
+def test_adaptive_points_and_shape_audit(kind):
+    """A continuous column's first-round one-way with its bounds apart, and its shape
+    (privacy.md 3j), with epsilon = 1, through ``adaptive._measure`` on the counts the kernel
+    counts: the added record sits on the upper bound, a cell of its own (``points``), or inside
+    the bounds in the last sub-cell (``shape``), and moves that one count by 1 (its L1
+    sensitivity, as a histogram's)."""
     from dpsmooth_spark.core.cell_marginals import CellCoding, CellMarginals
-    from dpsmooth_spark.mechanisms import adaptive, records
-
-    coding = CellCoding((0,), (False,), (False,))
-    spec = CellMarginals(coding, ((0,),), coding.points)
-    base = np.random.default_rng(0).uniform(-1.0, 1.0, size=(40, 1))
-    neighbour = np.vstack([base, [[1.0]]])
-
-    def outputs(table, factor, seed):
-        exact = spec.split_points(spec.counts(table).astype(np.float64))[0]
-        noise = RecordingNoise(np.random.default_rng(seed), factor)
-        runs = []
-        for _ in range(2 * RUNS):
-            accountant = PrivacyAccountant(1.0)
-            measured = adaptive._measure((0,), exact, 1.0, accountant, noise, 0, records.POINTS)
-            runs.append(measured.values)
-        assert accountant.spent_epsilon() == pytest.approx(1.0)
-        return np.array(runs), exact
-
-    shift = np.zeros(18)
-    shift[17] = 1.0
-    assert_calibrated(outputs, base, neighbour, (97, 98), shift, 0.0)
-
-
-def test_adaptive_shape_audit():
-    """A continuous column's shape (privacy.md 3j) with epsilon = 1, through
-    ``adaptive._measure`` on the counts the kernel counts: the added record lies inside the
-    bounds and moves one sub-cell's count by 1 (its L1 sensitivity, as a histogram's)."""
-    from dpsmooth_spark.core.cell_marginals import CellCoding, CellMarginals
-    from dpsmooth_spark.mechanisms import adaptive, records
+    from dpsmooth_spark.mechanisms import adaptive
 
     coding = CellCoding((0,), (False,), (False,))
     spec = CellMarginals(coding, ((0,),), coding.points, coding.shaped)
     base = np.random.default_rng(0).uniform(-0.9, 0.9, size=(40, 1))
-    neighbour = np.vstack([base, [[0.999]]])
+    neighbour = np.vstack([base, [[1.0 if kind == "points" else 0.999]]])
+    split = spec.split_points if kind == "points" else spec.split_shapes
 
     def outputs(table, factor, seed):
-        exact = spec.split_shapes(spec.counts(table).astype(np.float64))[0]
+        exact = split(spec.counts(table).astype(np.float64))[0]
         noise = RecordingNoise(np.random.default_rng(seed), factor)
         runs = []
         for _ in range(2 * RUNS):
             accountant = PrivacyAccountant(1.0)
-            measured = adaptive._measure((0,), exact, 1.0, accountant, noise, 0, records.SHAPE)
+            measured = adaptive._measure((0,), exact, 1.0, accountant, noise, 0, kind)
             runs.append(measured.values)
         assert accountant.spent_epsilon() == pytest.approx(1.0)
         return np.array(runs), exact
 
-    shift = np.zeros(256)
-    shift[255] = 1.0
-    assert_calibrated(outputs, base, neighbour, (99, 100), shift, 0.0)
+    shift = np.zeros(18 if kind == "points" else 256)
+    shift[-1] = 1.0
+    assert_calibrated(outputs, base, neighbour, (97, 98), shift, 0.0)
 
 
 def test_adaptive_selection_audit():
