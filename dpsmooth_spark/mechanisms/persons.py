@@ -203,8 +203,8 @@ class PersonTables(RecordTables):
         return super().observed(m)
 
     def rows_sum(self, m: Measurement) -> tuple[float, float] | None:
-        """A unit table that holds ``rows``: each cell divided by what a row adds to it;
-        other tables: none."""
+        """A table of the rows (a shape: none, ``RecordTables.rows_sum``); a unit table that
+        holds ``rows``: each cell divided by what a row adds to it; other tables: none."""
         if m.kind in ROWS_LIKE:
             return super().rows_sum(m)
         if m.kind == "units" and self.rows in m.scope:
