@@ -270,8 +270,9 @@ class CellMarginals:
         """One chunk's counts of every scope, concatenated (int64)."""
         codes = self.coding.codes(x, nulls)
         cells = self.coding.sizes
-        out = np.zeros(int(self.offsets[-1]), dtype=np.int64)
-        for scope, start, size in zip(self.scopes, self.offsets, self.sizes, strict=False):
+        offsets = self.offsets  # once per chunk: each call sums every scope's size
+        out = np.zeros(int(offsets[-1]), dtype=np.int64)
+        for scope, start, size in zip(self.scopes, offsets, np.diff(offsets), strict=False):
             index = np.ravel_multi_index(
                 tuple(codes[:, v] for v in scope), [cells[v] for v in scope]
             )
@@ -283,7 +284,7 @@ class CellMarginals:
                 np.ones(values.shape, bool) if nulls is None else ~np.atleast_2d(nulls)[:, columns]
             )
             on = np.stack([((values <= -1.0) & kept).sum(axis=0), ((values >= 1.0) & kept).sum(0)])
-            start = int(self.offsets[len(self.scopes)])
+            start = int(offsets[len(self.scopes)])
             out[start : start + 2 * len(columns)] = on.T.ravel()
         if self.shapes:
             values = np.atleast_2d(np.asarray(x, dtype=np.float64))
@@ -302,7 +303,7 @@ class CellMarginals:
                         sub = (sub * parts) // levels
                 else:
                     sub = np.clip(np.floor((v[inside] + 1.0) * parts / 2.0), 0, parts - 1)
-                start = int(self.offsets[first + k])
+                start = int(offsets[first + k])
                 out[start : start + parts] = np.bincount(
                     np.asarray(sub, dtype=np.int64), minlength=parts
                 )
