@@ -71,18 +71,13 @@ class CellCoding:
     def points(self) -> tuple[int, ...]:
         """The columns whose edge cells hold more than their bound: continuous ones, and wide
         lattices (integers or dates cut into cells of several levels). Their values may sit
-        exactly on a bound (:meth:`CellMarginals.split_points`)."""
+        exactly on a bound (:meth:`CellMarginals.split_points`), and their rows off the bounds
+        are counted in sub-cells too, their shape (:meth:`shape_cells`)."""
         return tuple(
             j
             for j, (levels, nominal) in enumerate(zip(self.levels, self.nominal, strict=True))
             if levels < 2 or (not nominal and levels > MAX_CELLS)
         )
-
-    @property
-    def shaped(self) -> tuple[int, ...]:
-        """The columns whose rows off the bounds are counted in sub-cells too, those of
-        :attr:`points` (:meth:`CellMarginals.split_shapes`, :meth:`shape_cells`)."""
-        return self.points
 
     def per_level(self, j: int) -> bool:
         """Whether column ``j``'s shape has a sub-cell per level (a wide lattice of at most
@@ -122,7 +117,7 @@ class CellCoding:
         stratified sample: ``core.sampling.stratified_uniforms``); null cells give NaN.
         ``on_bounds``: per column of :attr:`points`, the shares of its first and last cells'
         rows that sit exactly on its lower and upper bound (where a share is above 0, the rest
-        take the cell's other values). ``shapes``: per column of :attr:`shaped`, each sub-cell's
+        take the cell's other values). ``shapes``: per column of :attr:`points`, each sub-cell's
         share of its cell's rows (:meth:`shape_cells`; a bound level's is that of the rows on
         the bound where no share puts them there): a row's stratified uniform is read through
         its cell's distribution over its sub-cells (uniform within a continuous sub-cell)."""
@@ -139,15 +134,8 @@ class CellCoding:
             if shares is not None:
                 u, at = _off_bounds(u, cell, cells, shares)
             shape = None if shapes is None else shapes.get(j)
-            if shape is not None and self.per_level(j):
+            if levels >= 2 and shape is not None and self.per_level(j):
                 level = _level_within(u, cell, shape, cells, shares)
-                out[:, j] = -1.0 + 2.0 * level / (levels - 1)
-            elif shape is not None and levels >= 2:  # sub-cells of equally many levels
-                where = (cell + _within(u, cell, np.reshape(shape, (cells, -1)))) / cells
-                first = np.maximum(-(-(cell * levels) // cells), int(_off(shares, 0)))
-                last = np.minimum(-(-((cell + 1) * levels) // cells) - 1, levels - 1)
-                last = np.where(cell == cells - 1, last - int(_off(shares, 1)), last)
-                level = np.clip(np.floor(where * levels), first, last)
                 out[:, j] = -1.0 + 2.0 * level / (levels - 1)
             elif levels >= 2:
                 first = -(
@@ -155,11 +143,15 @@ class CellCoding:
                 )  # the levels l with l * cells // levels == cell
                 last = -(-((cell + 1) * levels) // cells) - 1
                 if shares is not None:  # the rest of an edge cell with a share: off the bound
-                    off = (cell == 0) & (last > first) & (shares[0] > 0.0)
+                    off = (cell == 0) & (last > first) & _off(shares, 0)
                     first = np.where(off, first + 1, first)
-                    off = (cell == cells - 1) & (last > first) & (shares[1] > 0.0)
+                    off = (cell == cells - 1) & (last > first) & _off(shares, 1)
                     last = np.where(off, last - 1, last)
-                level = first + np.floor(u * (last - first + 1)).astype(np.int64)
+                if shape is not None:  # sub-cells of equally many levels
+                    where = (cell + _within(u, cell, np.reshape(shape, (cells, -1)))) / cells
+                    level = np.clip(np.floor(where * levels), first, last).astype(np.int64)
+                else:
+                    level = first + np.floor(u * (last - first + 1)).astype(np.int64)
                 out[:, j] = -1.0 + 2.0 * np.minimum(level, levels - 1) / (levels - 1)
             else:
                 if shape is not None:
@@ -226,9 +218,9 @@ def _level_within(
     w = np.asarray(shape, dtype=np.float64).copy()
     levels = w.size
     owner = (np.arange(levels) * cells) // levels
-    if shares is not None and shares[0] > 0.0 and owner[1] == 0:
+    if _off(shares, 0) and owner[1] == 0:
         w[0] = 0.0
-    if shares is not None and shares[1] > 0.0 and owner[-2] == cells - 1:
+    if _off(shares, 1) and owner[-2] == cells - 1:
         w[-1] = 0.0
     total = np.bincount(owner, weights=w, minlength=cells)
     even = 1.0 / np.bincount(owner, minlength=cells)
@@ -249,7 +241,7 @@ class CellMarginals:
     """Columns of :attr:`CellCoding.points` whose rows on each bound are counted after the
     scopes (their one-ways must be among the scopes: :meth:`split_points`)."""
     shapes: tuple[int, ...] = ()
-    """Columns of :attr:`CellCoding.shaped` whose rows strictly between the bounds are counted
+    """Columns of :attr:`CellCoding.points` whose rows strictly between the bounds are counted
     in the sub-cells of their shape, after the bounds (:meth:`split_shapes`)."""
 
     @property

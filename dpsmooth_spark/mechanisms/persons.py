@@ -86,7 +86,7 @@ def unit_tables(
         tuple(dict.fromkeys([*(s for s in scopes if d in s), unit, *((v,) for v in unit)])),
         tuple(j for j in range(d) if not per_unit[j]),
         tuple(rows),
-        CellMarginals(coding, (), coding.points, coding.shaped) if coding.points else None,
+        CellMarginals(coding, (), coding.points, coding.points) if coding.points else None,
     )
 
 

@@ -75,11 +75,11 @@ def sample_table(
 
 
 def marginal_spec(coding: CellCoding, settings: LoopSettings | None = None) -> CellMarginals:
-    """What the data pass counts: every candidate's cells, the rows on each bound of each
-    column of ``CellCoding.points`` and the sub-cells of each of ``CellCoding.shaped``."""
+    """What the data pass counts: every candidate's cells, and the rows on each bound and in
+    each sub-cell (its shape) of each column of ``CellCoding.points``."""
     max_way = (settings or LoopSettings()).max_way
     scopes = tuple(c.scope for c in candidates(coding.sizes, max_way))
-    return CellMarginals(coding, scopes, coding.points, coding.shaped)
+    return CellMarginals(coding, scopes, coding.points, coding.points)
 
 
 POINTS = "points"

@@ -98,8 +98,8 @@ def test_a_continuous_columns_rows_off_its_bounds_count_in_sub_cells() -> None:
     coding = CellCoding((3, 0), (False, True), (True, False))
     x = np.array([[0.0, -1.0], [0.0, -0.99], [0.0, 0.3], [0.0, 0.99], [0.0, 1.0], [0.0, 0.0]])
     nulls = np.array([[False, False]] * 5 + [[False, True]])
-    assert coding.shaped == (1,)
-    spec = CellMarginals(coding, ((0,), (1,)), coding.points, coding.shaped)
+    assert coding.points == (1,)
+    spec = CellMarginals(coding, ((0,), (1,)), coding.points, coding.points)
     counts = spec.counts(x, nulls)
     shape = spec.split_shapes(counts)[1]
     expected = np.zeros(256, dtype=np.int64)
@@ -129,12 +129,12 @@ def test_decoded_rows_of_a_cell_follow_its_shape() -> None:
 def test_a_wide_lattices_rows_off_its_bounds_count_per_level() -> None:
     """A wide integer's shape counts its rows per level: not on a bound level, not a null."""
     coding = CellCoding((96, 2), (True, False), (False, True))
-    assert coding.shaped == (0,)
+    assert coding.points == (0,)
     levels = np.array([0, 1, 1, 40, 95, 94, 7])
     x = np.column_stack([-1.0 + 2.0 * levels / 95.0, np.zeros(7)])
     nulls = np.zeros((7, 2), bool)
     nulls[6, 0] = True  # a null: in no level
-    spec = CellMarginals(coding, ((0,), (1,)), coding.points, coding.shaped)
+    spec = CellMarginals(coding, ((0,), (1,)), coding.points, coding.points)
     shape = spec.split_shapes(spec.counts(x, nulls))[0]
     expected = np.zeros(96, dtype=np.int64)
     expected[[1, 40, 94]] = [2, 1, 1]
@@ -168,9 +168,9 @@ def test_a_wider_lattices_shape_counts_and_decodes_in_sub_cells_of_its_levels() 
     (levels 1,400-1,439) gives levels there only, 25 (+-1) on each."""
     levels = 10_240
     coding = CellCoding((levels,), (False,), (False,))
-    assert coding.shaped == (0,) and not coding.per_level(0)
+    assert coding.points == (0,) and not coding.per_level(0)
     x = (-1.0 + 2.0 * np.array([0, 41, levels - 1]) / (levels - 1))[:, None]
-    spec = CellMarginals(coding, ((0,),), coding.points, coding.shaped)
+    spec = CellMarginals(coding, ((0,),), coding.points, coding.points)
     shape = spec.split_shapes(spec.counts(x))[0]
     assert shape.size == 256 and shape.sum() == 1 and shape[1] == 1
     shares = np.full((16, 16), 1.0 / 16)

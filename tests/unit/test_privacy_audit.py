@@ -730,7 +730,7 @@ def test_adaptive_points_and_shape_audit(kind):
     from dpsmooth_spark.mechanisms import adaptive
 
     coding = CellCoding((0,), (False,), (False,))
-    spec = CellMarginals(coding, ((0,),), coding.points, coding.shaped)
+    spec = CellMarginals(coding, ((0,),), coding.points, coding.points)
     base = np.random.default_rng(0).uniform(-0.9, 0.9, size=(40, 1))
     neighbour = np.vstack([base, [[1.0 if kind == "points" else 0.999]]])
     split = spec.split_points if kind == "points" else spec.split_shapes
