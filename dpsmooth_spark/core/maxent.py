@@ -383,6 +383,8 @@ def project_to_simplex(v: np.ndarray) -> np.ndarray:
     tau = (float(active.sum()) - 1.0) / active.size
     while True:
         active = active[active > tau]
+        if active.size == 0:  # entries so far above 1 that rounding drops them all: the largest
+            return (v == v.max()) / float(np.sum(v == v.max()))
         shifted = (float(active.sum()) - 1.0) / active.size
         if shifted <= tau:
             return np.maximum(v - tau, 0.0)

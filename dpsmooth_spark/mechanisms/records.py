@@ -247,10 +247,12 @@ def bound_signal(columns: int) -> float:
 
 def _share(bound: float, rest: float, cell: float, threshold: float) -> float:
     """``bound``'s share of ``cell`` after projecting ``(bound, rest)`` onto the pairs at least
-    zero that sum to ``cell``; 0 where ``bound`` is at most ``threshold``."""
+    zero that sum to ``cell`` (in closed form: the model's count of the cell may be far below
+    the noisy counts, where dividing by it first loses the difference to rounding); 0 where
+    ``bound`` is at most ``threshold``."""
     if cell <= 0.0 or bound <= threshold:
         return 0.0
-    return float(project_to_simplex(np.array([bound, rest]) / cell)[0])
+    return float(np.clip(0.5 + (bound - rest) / (2.0 * cell), 0.0, 1.0))
 
 
 def replay(data: dict, coding: CellCoding, settings: LoopSettings) -> LoopResult:

@@ -220,6 +220,18 @@ def test_a_point_mass_on_a_bound_comes_back_and_none_is_invented() -> None:
     assert again.on_bounds == result.on_bounds
 
 
+def test_a_bound_share_of_a_nearly_empty_edge_cell_is_the_projection() -> None:
+    """The bound's share of its edge cell is ``(bound, rest)`` projected onto the pairs at least
+    0 summing to the model's count of the cell, also where that count is far below the noisy
+    counts (WDBC at epsilon 0.1: a count of 9e-169 once made the projection divide by zero)."""
+    from dpsmooth_spark.mechanisms.records import _share
+
+    assert _share(5695.6, -282.8, 9.1e-169, 3880.8) == 1.0
+    assert _share(-282.8, 5695.6, 9.1e-169, -1e4) == 0.0
+    assert _share(30.0, 10.0, 30.0, 5.0) == pytest.approx(25.0 / 30.0)
+    assert _share(4.0, 10.0, 30.0, 5.0) == 0.0  # below the threshold
+
+
 FLAG = {"name": "flag", "values": [0, 1]}
 
 

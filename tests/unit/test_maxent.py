@@ -110,6 +110,15 @@ def test_simplex_projection_is_the_nearest_distribution(rng):
         project_to_simplex(np.array([0.5, np.nan]))
 
 
+def test_projection_of_entries_far_above_one_keeps_the_largest():
+    """Entries so large that their differences from the threshold round away (a noisy count
+    divided by a model count near 0) project onto the largest; the threshold loop found no entry
+    above it and divided by zero."""
+    np.testing.assert_array_equal(
+        project_to_simplex(np.array([5695.6, -282.8]) / 9.1e-169), [1.0, 0.0]
+    )
+
+
 def test_closest_fit_reaches_the_chi_square_minimum(rng):
     """The accelerated projected gradient finds the simplex-constrained least-squares optimum;
     the reference is the L1 LP's optimum, which no distribution can beat by more than the
