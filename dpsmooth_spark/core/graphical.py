@@ -55,16 +55,26 @@ class Observed:
     with independent noise of standard deviation ``std`` per cell (one number, or one per cell).
     The table is the model's marginal over ``scope``, or, with ``weights`` (an array that
     broadcasts over the marginal's shape), the marginal times ``weights`` summed over the
-    columns of ``scope`` not in ``kept`` (a linear query of the marginal)."""
+    columns of ``scope`` not in ``kept`` (a linear query of the marginal), or, with ``groups``
+    (per column of ``scope``, the group of each of its cells, ``None`` for its cells as they
+    are), the marginal summed over each column's groups (a coarser marginal)."""
 
     scope: Scope
     values: np.ndarray
     std: float | np.ndarray
     weights: np.ndarray | None = None
     kept: Scope | None = None
+    groups: tuple[np.ndarray | None, ...] | None = None
+
+    @property
+    def linear(self) -> bool:
+        """Whether the table is a query of the marginal other than the marginal itself."""
+        return self.weights is not None or self.groups is not None
 
     def answer(self, marginal: np.ndarray) -> np.ndarray:
         """The observed table's model value from the marginal over ``scope`` (its shape)."""
+        if self.groups is not None:
+            return coarse_table(marginal, self.groups).ravel()
         if self.weights is None:
             return marginal.ravel()
         kept = self.scope if self.kept is None else self.kept
@@ -72,10 +82,32 @@ class Observed:
 
     def pull_back(self, table: np.ndarray, sizes: Sequence[int]) -> np.ndarray:
         """The gradient over the marginal of ``table``'s gradient over the observed values."""
+        if self.groups is not None:
+            shape = [
+                sizes[v] if g is None else int(g.max()) + 1
+                for v, g in zip(self.scope, self.groups, strict=True)
+            ]
+            out = table.reshape(shape)
+            for axis, g in enumerate(self.groups):
+                if g is not None:
+                    out = np.take(out, g, axis=axis)
+            return out
         if self.weights is None:
             return table.reshape([sizes[v] for v in self.scope])
         kept = self.scope if self.kept is None else self.kept
         return table.reshape(_shape(sizes, kept, self.scope)) * self.weights
+
+
+def coarse_table(table: np.ndarray, groups: Sequence[np.ndarray | None]) -> np.ndarray:
+    """``table`` (one axis per column) summed over each axis's ``groups`` (the group of each
+    cell, numbered from 0; ``None``: the axis as it is)."""
+    for axis, g in enumerate(groups):
+        if g is not None:
+            moved = np.moveaxis(table, axis, 0)
+            out = np.zeros((int(g.max()) + 1, *moved.shape[1:]))
+            np.add.at(out, g, moved)
+            table = np.moveaxis(out, 0, axis)
+    return table
 
 
 @dataclass(frozen=True)
@@ -532,7 +564,7 @@ class _Targets:
     """The measurements laid out against the model's scope marginals flattened into one vector
     (each scope at ``offsets[k]``), so the loss and its gradient are a few array operations:
     a plain table's cells at positions ``index`` with values ``values`` and inverse variances
-    ``precision``; the linear queries (``Observed.weights``) one by one, with their scope's
+    ``precision``; the other queries (``Observed.linear``) one by one, with their scope's
     position (``queries``)."""
 
     offsets: tuple[int, ...]
@@ -545,7 +577,7 @@ class _Targets:
     def of(cls, model: GraphicalModel, observed: Sequence[Observed]) -> _Targets:
         sizes = [p.size for p in model.potentials]
         offsets = tuple(int(v) for v in np.concatenate([[0], np.cumsum(sizes)]))
-        plain = [o for o in observed if o.weights is None]
+        plain = [o for o in observed if not o.linear]
         slots = [model.scopes.index(o.scope) for o in plain]
         index = [offsets[k] + np.arange(sizes[k]) for k in slots]
         return cls(
@@ -555,7 +587,7 @@ class _Targets:
             np.concatenate([np.broadcast_to(1.0 / np.square(o.std), o.values.shape) for o in plain])
             if plain
             else np.zeros(0),
-            tuple((o, model.scopes.index(o.scope)) for o in observed if o.weights is not None),
+            tuple((o, model.scopes.index(o.scope)) for o in observed if o.linear),
         )
 
     def potentials(self, flat: np.ndarray, model: GraphicalModel) -> list[np.ndarray]:
@@ -611,7 +643,7 @@ def _one_way_start(model: GraphicalModel, observed: Sequence[Observed]) -> Graph
     potentials = list(model.potentials)
     seen: set[Scope] = set()
     for o in observed:
-        if o.weights is None and len(o.scope) == 1 and o.scope not in seen:
+        if not o.linear and len(o.scope) == 1 and o.scope not in seen:
             seen.add(o.scope)
             share = project_to_simplex(np.asarray(o.values, dtype=np.float64))
             k = model.scopes.index(o.scope)

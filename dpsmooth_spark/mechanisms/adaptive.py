@@ -5,7 +5,8 @@ otherwise). The candidates are the 1-, 2- and 3-way marginals of those cells, ea
 :class:`Candidate` record whose exact answer one data pass computes. The loop on the driver:
 
 1. measures every one-way marginal (the first's noisy total decides whether later rounds pair
-   up, :data:`MIN_SIGNAL`);
+   up, :data:`MIN_SIGNAL`, and which columns the later tables may read in coarser cells,
+   ``Tables.coarsen``);
 2. then, round after round, estimates the table (``core.graphical.fit_model``, warm-started),
    scores every candidate by its weighted L1 error under the estimate less the error its noise
    alone would leave, picks one with the exponential mechanism, and measures it;
@@ -65,11 +66,14 @@ class LoopSettings:
         max_way: largest candidate marginal (1 to 3).
         iterations: mirror-descent steps of each round's estimate; the final one takes ten times
             as many.
+        anchors: the columns whose relations the user asks for first (``pair_columns``, a label):
+            a candidate with one of them weighs more in the score (``records.ANCHOR_WEIGHT``).
     """
 
     rounds: int | None = None
     max_way: int = 3
     iterations: int = 60
+    anchors: tuple[int, ...] = ()
 
 
 @dataclass
@@ -86,11 +90,15 @@ class LoopResult:
     shapes: dict[int, np.ndarray] = field(default_factory=dict)
     """Per column with a measured shape, the shares of each cell's rows in its sub-cells
     (``Tables.shapes``)."""
+    groups: dict[int, np.ndarray] = field(default_factory=dict)
+    """Per column that the coarse tables read in coarser cells, the group of each of its cells
+    (``Tables.coarsen``)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The released measurements, JSON-ready (the model is their post-processing)."""
         return {
             "kind": "adaptive_marginals",
+            "groups": {str(v): g.tolist() for v, g in self.groups.items()},
             "measurements": [
                 {
                     "scope": list(m.scope),
@@ -123,13 +131,15 @@ class LoopResult:
             for m in data["measurements"]
         ]
         first = sum(1 for m in found if m.round == 0)
+        tables.groups = {int(v): np.asarray(g, np.int64) for v, g in data.get("groups", {}).items()}
         model, total = _estimate(tables, found[:first], iterations, None)
         for end in range(first + 1, len(found) + 1):
             model, total = _estimate(tables, found[:end], iterations, model)
         model, total = _estimate(tables, found, 10 * iterations, model)
         selected = [m.scope for m in found if m.round > 0]
         on_bounds = tables.on_bounds(model, total, found)
-        return cls(found, model, total, selected, on_bounds, tables.shapes(found))
+        shapes = tables.shapes(found)
+        return cls(found, model, total, selected, on_bounds, shapes, tables.groups)
 
     def sample(
         self, coding: CellCoding, rows: int, rng: np.random.Generator
@@ -263,6 +273,11 @@ def run_loop(
     if 0.0 < kept < budget - spent:
         measurements.append(measure(tables.follow(first[0]), kept, 0))
         spent += kept
+    # the later rounds may read ordered columns in coarser cells (the first round's output)
+    tables.coarsen(
+        measurements, spread * accountant.noise_scale(1.0, (1.0 - SELECTION_SHARE) * per_round)
+    )
+    pool = tables.pool()
     model, total = _estimate(tables, measurements, settings.iterations, None)
     tables.prepare(model, total)  # each round's end prepares the next round's model
     selected: list[Scope] = []
@@ -302,7 +317,7 @@ def run_loop(
     model, total = _estimate(tables, measurements, 10 * settings.iterations, model)
     on_bounds = tables.on_bounds(model, total, measurements)
     shapes = tables.shapes(measurements)
-    return LoopResult(measurements, model, total, selected, on_bounds, shapes)
+    return LoopResult(measurements, model, total, selected, on_bounds, shapes, tables.groups)
 
 
 def _low_signal(

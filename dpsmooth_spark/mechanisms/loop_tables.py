@@ -63,6 +63,9 @@ class Tables:
         self.sizes = tuple(int(v) for v in sizes)
         self.answer = answer
         self.max_way = max_way
+        self.groups: dict[int, np.ndarray] = {}
+        """Per column read in coarser cells by the later rounds' coarse tables, the group of
+        each of its cells (:meth:`coarsen`)."""
 
     def first(self) -> list[Candidate]:
         """What the first round measures: every one-way marginal."""
@@ -87,6 +90,10 @@ class Tables:
         """The table measured after first-round table ``c`` with the budget :meth:`reserve`
         kept."""
         raise NotImplementedError
+
+    def coarsen(self, measurements: Sequence[Measurement], std: float) -> None:
+        """Choose :attr:`groups` from the first round's ``measurements`` and the noise standard
+        deviation ``std`` of a later round's count (none here)."""
 
     def size(self, c: Candidate) -> float:
         """What the first round's split counts as ``c``'s cells."""

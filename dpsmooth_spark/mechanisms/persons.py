@@ -128,6 +128,9 @@ class PersonTables(RecordTables):
         rows += [self._candidate("agreement", (j,)) for j in self.spec.pair_columns]
         return [*rows, self._candidate("units", self.unit)]
 
+    def coarsen(self, measurements: Sequence[Measurement], std: float) -> None:
+        """A release of persons reads every table in its cells."""
+
     def pool(self) -> list[Candidate]:
         found = [self._candidate("rows", s) for s in self.spec.row_scopes]
         found += [self._candidate("units", s) for s in self.spec.unit_scopes]

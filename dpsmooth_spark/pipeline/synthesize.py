@@ -184,7 +184,9 @@ def _run_adaptive(config: ReleaseConfig, quiet: bool) -> ReleaseReport:
     spends the budget on them (``mechanisms/adaptive.py``), records come from its model."""
     params = config.mechanism
     run = ReleaseRun.start(config, ADAPTIVE, quiet)
-    settings = adaptive.LoopSettings(rounds=params.rounds)
+    names = [c.name for c in config.columns]
+    anchors = tuple(names.index(c) for c in params.pair_columns)
+    settings = adaptive.LoopSettings(rounds=params.rounds, anchors=anchors)
     coding = records.cell_coding(run.codec)
     if run.previous is None:
         with run.charged():

@@ -83,8 +83,10 @@ def test_a_release_writes_typed_rows_states_its_rounds_and_a_retry_draws_nothing
     manifest = json.loads((Path(report.output_path) / "manifest.json").read_text())
     stages = manifest["privacy"]["accounting"]["stages"]
     assert sum(s["epsilon"] for s in stages) == pytest.approx(1.0)
-    # the continuous column's first-round one-way has its bounds apart (kind points)
-    assert {s["stage"].split(".")[1] for s in stages} == {"marginal", "points", "select"}
+    # the continuous column's first-round one-way has its bounds apart (kind points); on these
+    # few rows the later rounds read it in coarser cells too (kind coarse)
+    kinds = {s["stage"].split(".")[1] for s in stages}
+    assert {"marginal", "points", "select"} <= kinds <= {"marginal", "points", "coarse", "select"}
     assert manifest["mechanism"]["measured"][0]["scope"] == ["kind"]
     first = json.loads((Path(report.output_path) / "summary.json").read_text())
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pytest
 
 from dpsmooth_spark.core.graphical import (
     GraphicalModel,
@@ -305,3 +306,29 @@ def test_a_fit_driven_to_a_vertex_ends_with_finite_potentials() -> None:
     assert max(float(np.abs(p).max()) for p in model.potentials) < 1e6
     marginal = model.marginal((0,))
     assert np.isfinite(marginal).all() and int(np.argmax(marginal)) == 5
+
+
+def test_a_coarse_table_is_the_marginal_summed_over_groups_and_the_fit_meets_it() -> None:
+    """``Observed.groups``: the answer is the marginal summed over each column's groups, its
+    pull-back the gradient of that sum (a finite-difference check), and a fit of the one-ways
+    and a 2 x 2 grouping of a (4 x 3) pair meets all three: within the groups the fit stays
+    the one-ways' product (maximum entropy), so a grouped cell's rows split as the one-ways do."""
+    rng = np.random.default_rng(9)
+    joint = rng.dirichlet(np.ones(12)).reshape(4, 3)
+    groups = (np.array([0, 0, 1, 1]), np.array([0, 1, 1]))
+    coarse = np.array(
+        [[joint[:2, :1].sum(), joint[:2, 1:].sum()], [joint[2:, :1].sum(), joint[2:, 1:].sum()]]
+    )
+    observed = Observed((0, 1), coarse.ravel(), 0.01, groups=groups)
+    np.testing.assert_allclose(observed.answer(joint), coarse.ravel())
+    weights = rng.normal(size=4)
+    gradient = observed.pull_back(weights, (4, 3))
+    step = 1e-6 * rng.normal(size=(4, 3))
+    moved = np.dot(observed.answer(joint + step) - observed.answer(joint), weights)
+    assert moved == pytest.approx(float((gradient * step).sum()), rel=1e-6)
+    ones = [Observed((0,), joint.sum(axis=1), 0.01), Observed((1,), joint.sum(axis=0), 0.01)]
+    model = fit_model((4, 3), [*ones, observed], 400)
+    fitted = model.marginal((0, 1)).reshape(4, 3)
+    np.testing.assert_allclose(observed.answer(fitted), coarse.ravel(), atol=2e-3)
+    np.testing.assert_allclose(fitted.sum(axis=1), joint.sum(axis=1), atol=2e-3)
+    assert not np.allclose(fitted, np.outer(joint.sum(axis=1), joint.sum(axis=0)), atol=2e-3)

@@ -751,6 +751,39 @@ def test_adaptive_points_and_shape_audit(kind):
     assert_calibrated(outputs, base, neighbour, (97, 98), shift, 0.0)
 
 
+def test_adaptive_coarse_audit():
+    """A later round's coarse table (privacy.md 3j) with epsilon = 1, through
+    ``adaptive._measure`` on the counts ``RecordTables.exact`` sums from the kernel's: the added
+    record lands in one cell of the 16 x 16 marginal, so in one cell of its 4 x 2 groups, and
+    moves that one count by 1 (a histogram of the rows in coarser cells)."""
+    from dpsmooth_spark.core.cell_marginals import CellCoding, CellMarginals
+    from dpsmooth_spark.mechanisms import adaptive, records
+    from dpsmooth_spark.mechanisms.loop_tables import Candidate
+
+    coding = CellCoding((0, 0), (False, False), (False, False))
+    spec = CellMarginals(coding, ((0, 1),))
+    base = np.random.default_rng(0).uniform(-0.9, 0.9, size=(40, 2))
+    neighbour = np.vstack([base, [[0.95, 0.95]]])
+
+    def outputs(table, factor, seed):
+        answers = spec.split(spec.counts(table).astype(np.float64))
+        tables = records.RecordTables(coding, answers.__getitem__, {}, 2)
+        tables.groups = {0: np.arange(16) // 4, 1: np.arange(16) // 8}
+        exact = tables.exact(Candidate((0, 1), 8, 2.0, records.COARSE))
+        noise = RecordingNoise(np.random.default_rng(seed), factor)
+        runs = []
+        for _ in range(2 * RUNS):
+            accountant = PrivacyAccountant(1.0)
+            measured = adaptive._measure((0, 1), exact, 1.0, accountant, noise, 1, records.COARSE)
+            runs.append(measured.values)
+        assert accountant.spent_epsilon() == pytest.approx(1.0)
+        return np.array(runs), exact
+
+    shift = np.zeros(8)
+    shift[-1] = 1.0
+    assert_calibrated(outputs, base, neighbour, (99, 100), shift, 0.0)
+
+
 def test_adaptive_selection_audit():
     """The adaptive loop's pick (privacy.md 3j) with epsilon = 1, through ``run_loop``'s own
     selection step: 100 candidates of weight 1 whose L1 errors a record moves by at most 1 each,

@@ -108,7 +108,8 @@ class ArraySynthesizer:
         self.coding_ = CellCoding(
             tuple(int(v) for v in self.lattice), (False,) * domain.d, (False,) * domain.d
         )
-        settings = adaptive.LoopSettings(rounds=self.params.rounds)
+        anchors = tuple(domain.columns.index(c) for c in self.params.pair_columns)
+        settings = adaptive.LoopSettings(rounds=self.params.rounds, anchors=anchors)
         spec = records.pass_spec(self.coding_, settings)
         sums = partial_sums([data], domain.lower, domain.upper, spec)
         rng = self._rng()
