@@ -103,10 +103,9 @@ def coarse_table(table: np.ndarray, groups: Sequence[np.ndarray | None]) -> np.n
     cell, numbered from 0; ``None``: the axis as it is)."""
     for axis, g in enumerate(groups):
         if g is not None:
-            moved = np.moveaxis(table, axis, 0)
-            out = np.zeros((int(g.max()) + 1, *moved.shape[1:]))
-            np.add.at(out, g, moved)
-            table = np.moveaxis(out, 0, axis)
+            members = np.zeros((int(g.max()) + 1, g.size))
+            members[g, np.arange(g.size)] = 1.0
+            table = np.moveaxis(np.tensordot(members, table, axes=([1], [axis])), 0, axis)
     return table
 
 

@@ -295,7 +295,9 @@ def run_loop(
         }
         limit = MAX_MODEL_CELLS * spent / budget
         size = TreeSize(model.sizes, model.scopes)
-        fitting = [c for c in pool if _fits(tables.model_scope(c), model, size, limit)]
+        grows = {tables.model_scope(c) for c in pool}  # a scope's tables fit alike
+        fits = {s: _fits(s, model, size, limit) for s in grows}
+        fitting = [c for c in pool if fits[tables.model_scope(c)]]
         scales = np.array([tables.scale(c) * c.weight for c in fitting])
         scores = scales * np.array(
             [

@@ -128,6 +128,7 @@ class RecordTables(Tables):
     ) -> None:
         super().__init__(coding.sizes if sizes is None else sizes, answer, max_way)
         self.anchors = set(anchors)
+        self._coarse_exact: dict[tuple[int, ...], np.ndarray] = {}
         self.cells, self.points, self.shaped = coding.value_cells, points, shapes or {}
         self.coding = coding
         self.apart = set(coding.points)
@@ -160,7 +161,7 @@ class RecordTables(Tables):
         round's output and public sizes."""
         found = self.rows_sum(measurements[0]) if measurements else None
         total = 0.0 if found is None else found[0]
-        self.groups = {}
+        self.groups, self._coarse_exact = {}, {}
         for m in measurements:
             if m.round != 0 or m.kind != POINTS:
                 continue
@@ -199,13 +200,25 @@ class RecordTables(Tables):
         shape = [self.sizes[v] for v in scope]
         return coarse_table(table.reshape(shape), self._grouped(scope)).ravel()
 
+    def prepare(self, model: GraphicalModel, total: float) -> None:
+        super().prepare(model, total)
+        self._predicted: dict[tuple[int, ...], np.ndarray] = {}
+
     def predict(self, c: Candidate) -> np.ndarray:
-        found = super().predict(c)
+        """The model's counts of ``c``; a scope's are computed once a round, for its table and
+        its coarse table."""
+        if c.kind not in (COARSE, "rows"):
+            return super().predict(c)
+        if c.scope not in self._predicted:
+            self._predicted[c.scope] = super().predict(replace(c, kind="rows"))
+        found = self._predicted[c.scope]
         return self._coarse(c.scope, found) if c.kind == COARSE else found
 
     def exact(self, c: Candidate) -> np.ndarray:
-        if c.kind == COARSE:
-            return self._coarse(c.scope, self.answer(c.scope))
+        if c.kind == COARSE:  # the same every round
+            if c.scope not in self._coarse_exact:
+                self._coarse_exact[c.scope] = self._coarse(c.scope, self.answer(c.scope))
+            return self._coarse_exact[c.scope]
         if c.kind == SHAPE:
             return self.shaped[c.scope[0]]
         return self.points[c.scope[0]] if c.kind == POINTS else super().exact(c)
