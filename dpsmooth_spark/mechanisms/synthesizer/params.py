@@ -309,7 +309,10 @@ class SynthesizerParams(BaseModel):
     )
     pair_columns: tuple[str, ...] = Field(
         default=(),
-        description="Anchor columns (e.g. a label) whose pair with every other column is measured.",
+        description=(
+            "Anchor columns (e.g. a label) whose pair with every other column is measured; the "
+            "adaptive loop weighs their tables 4 times in its choice of what to measure."
+        ),
     )
     anchor_picks: int = Field(
         default=1,
