@@ -91,6 +91,11 @@ class Tables:
         kept."""
         raise NotImplementedError
 
+    @property
+    def may_coarsen(self) -> bool:
+        """Whether :meth:`coarsen` may group a column's cells (a public fact of the coding)."""
+        return False
+
     def coarsen(self, measurements: Sequence[Measurement], std: float) -> None:
         """Choose :attr:`groups` from the first round's ``measurements`` and the noise standard
         deviation ``std`` of a later round's count (none here)."""

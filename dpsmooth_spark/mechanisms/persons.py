@@ -128,6 +128,11 @@ class PersonTables(RecordTables):
         rows += [self._candidate("agreement", (j,)) for j in self.spec.pair_columns]
         return [*rows, self._candidate("units", self.unit)]
 
+    @property
+    def may_coarsen(self) -> bool:
+        """A release of persons reads every table in its cells."""
+        return False
+
     def coarsen(self, measurements: Sequence[Measurement], std: float) -> None:
         """A release of persons reads every table in its cells."""
 
