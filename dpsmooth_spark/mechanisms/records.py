@@ -24,7 +24,7 @@ from dataclasses import replace
 import numpy as np
 import pyarrow as pa
 
-from dpsmooth_spark.core.cell_marginals import CellCoding, CellMarginals
+from dpsmooth_spark.core.cell_marginals import MAX_CELLS, CellCoding, CellMarginals
 from dpsmooth_spark.core.columns import TableCodec
 from dpsmooth_spark.core.graphical import GraphicalModel, Observed, coarse_table
 from dpsmooth_spark.core.kernel import ExactSums, PassSpec
@@ -129,6 +129,7 @@ class RecordTables(Tables):
         super().__init__(coding.sizes if sizes is None else sizes, answer, max_way)
         self.anchors = set(anchors)
         self._coarse_exact: dict[tuple[int, ...], np.ndarray] = {}
+        self._predicted: dict[tuple[int, ...], np.ndarray] = {}
         self.cells, self.points, self.shaped = coding.value_cells, points, shapes or {}
         self.coding = coding
         self.apart = set(coding.points)
@@ -167,15 +168,15 @@ class RecordTables(Tables):
         found = self.rows_sum(measurements[0]) if measurements else None
         total = 0.0 if found is None else found[0]
         self.groups, self._coarse_exact = {}, {}
+        c = MAX_CELLS  # every such column has this many cells, so one count of groups for all
+        while c > 2 and total / (c * c) < MIN_SIGNAL * std:
+            c //= 2
+        if c == MAX_CELLS:
+            return
         for m in measurements:
-            if m.round != 0 or m.kind != POINTS:
-                continue
-            v, c = m.scope[0], self.cells[m.scope[0]]
-            while c > 2 and total / (c * c) < MIN_SIGNAL * std:
-                c //= 2
-            observed = self.observed(m)
-            if c < self.cells[v] and observed is not None:
-                self.groups[v] = _even_groups(observed.values, self.cells[v], c)
+            observed = self.observed(m) if m.round == 0 and m.kind == POINTS else None
+            if observed is not None:
+                self.groups[m.scope[0]] = _even_groups(observed.values, MAX_CELLS, c)
 
     def pool(self) -> list[Candidate]:
         """The marginals (:class:`Tables`), those with an anchor column :data:`ANCHOR_WEIGHT`
@@ -207,7 +208,7 @@ class RecordTables(Tables):
 
     def prepare(self, model: GraphicalModel, total: float) -> None:
         super().prepare(model, total)
-        self._predicted: dict[tuple[int, ...], np.ndarray] = {}
+        self._predicted = {}
 
     def predict(self, c: Candidate) -> np.ndarray:
         """The model's counts of ``c``; a scope's are computed once a round, for its table and
