@@ -48,11 +48,8 @@ MIN_SIGNAL = 2.0
 """Where a later round's measurement of a median pair (a 2-way marginal of the rows) would expect
 fewer counts per cell per noise standard deviation, rounds pair up: half as many, twice the
 budget each (once: on small tables every pair is below it, and fewer pairs measured lose more).
-Where fewer than two paired rounds would be left, the first round takes their budget: one pick
-that low buys less than the first round's tables do with it, unless the later tables may read
-columns in coarser cells (``Tables.may_coarsen``): a coarse pick shows a relation that one-ways
-cannot (three columns of 2,000 rows at epsilon 1 kept none of a 0.8 correlation; one coarse
-pick keeps 0.61-0.66)."""
+Where fewer than two paired rounds would be left, a release of persons gives their budget to the
+first round; a table of records keeps them (``Tables.keeps_low_picks``)."""
 MAX_MODEL_CELLS = 2_000_000
 """Largest model (cells of the junction tree's cliques) the loop may grow to; AIM grows its
 limit with the budget spent, and so does the loop."""
@@ -261,10 +258,10 @@ def run_loop(
     measurements = [measure(first[0], float(split[0]), 0)]
     # the first table's noisy total decides the later rounds: they pair up once (twice the
     # budget each) where one would measure a median pair below MIN_SIGNAL, and where fewer
-    # than two of them are then left, the rest of the first round takes their budget
+    # than two of them are then left, a release of persons gives them to the first round
     if spent < budget and _low_signal(tables, pool, measurements[0], per_round, accountant):
         per_round *= 2.0
-        if later < 4.0 - 1e-9 and len(first) > 1 and not tables.may_coarsen:
+        if later < 4.0 - 1e-9 and len(first) > 1 and not tables.keeps_low_picks:
             split[1:] = (budget - split[0]) * shares[1:] / shares[1:].sum()
             spent = budget
     rows = tables.rows_sum(measurements[0])

@@ -129,8 +129,10 @@ class PersonTables(RecordTables):
         return [*rows, self._candidate("units", self.unit)]
 
     @property
-    def may_coarsen(self) -> bool:
-        """A release of persons reads every table in its cells."""
+    def keeps_low_picks(self) -> bool:
+        """A release of persons gives a short loop's low picks to its first round, whose tables
+        (the one-ways, agreements and units) are worth more at that signal (``docs/mechanisms.md``,
+        persons)."""
         return False
 
     def coarsen(self, measurements: Sequence[Measurement], std: float) -> None:

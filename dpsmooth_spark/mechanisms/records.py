@@ -151,11 +151,6 @@ class RecordTables(Tables):
         ]
         return sorted(found, key=lambda c: c.scope[0] in self.shaped)
 
-    @property
-    def may_coarsen(self) -> bool:
-        """Whether the table has a continuous or wide lattice column (:meth:`coarsen`)."""
-        return bool(self.apart)
-
     def coarsen(self, measurements: Sequence[Measurement], std: float) -> None:
         """A continuous or wide lattice column is read by the later rounds' coarse tables in
         ``c`` groups of its cells as well (2, 4 or 8), the most for which a pair of such columns
