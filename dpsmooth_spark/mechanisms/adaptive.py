@@ -279,7 +279,8 @@ def run_loop(
     )
     pool = tables.pool()
     model, total = _estimate(tables, measurements, settings.iterations, None)
-    tables.prepare(model, total)  # each round's end prepares the next round's model
+    scopes = [c.scope for c in pool]
+    tables.prepare(model, total, scopes)  # each round's end prepares the next round's model
     selected: list[Scope] = []
     round_ = 0
     while budget - spent > 1e-12 * budget:
@@ -312,7 +313,7 @@ def run_loop(
         measurements.append(measure(pick, measure_budget, round_))
         selected.append(pick.scope)
         model, total = _estimate(tables, measurements, settings.iterations, model)
-        tables.prepare(model, total)
+        tables.prepare(model, total, scopes)
         moved = np.abs(tables.predict(pick) - before).sum()
         if moved <= _noise_l1(std[pick.kind], pick.cells, pure):
             per_round *= 2.0

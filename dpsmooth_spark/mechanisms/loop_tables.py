@@ -115,15 +115,21 @@ class Tables:
         privacy unit may contribute): one record moves one count of a marginal by one."""
         return 1.0
 
-    def prepare(self, model: GraphicalModel, total: float) -> None:
-        """Cache what :meth:`predict` and :meth:`scale` need of a fitted model."""
+    def prepare(self, model: GraphicalModel, total: float, scopes: Sequence[Scope] = ()) -> None:
+        """Cache what :meth:`predict` and :meth:`scale` need of a fitted model; ``scopes``: the
+        marginals the round will ask for (those a clique holds are reduced from it together,
+        ``GraphicalModel.held_marginals``)."""
         self._cliques, self._total = model.clique_marginals(), total
         self._model = model
         self._memo: dict[tuple[int, Scope, Scope], np.ndarray] = {}
+        self._held = model.held_marginals(scopes, self._cliques)
 
     def marginal(self, scope: Scope) -> np.ndarray:
         """The prepared model's marginal over ``scope`` (the predictions of one round share
         their cliques' reduced tables)."""
+        found = self._held.get(scope)
+        if found is not None:
+            return found
         return self._model.marginal(scope, self._cliques, self._memo)
 
     def predict(self, c: Candidate) -> np.ndarray:

@@ -176,8 +176,8 @@ class PersonTables(RecordTables):
         """The per-unit columns and ``rows`` in one clique: the sampler draws units there."""
         return (self.unit,)
 
-    def prepare(self, model: GraphicalModel, total: float) -> None:
-        super().prepare(model, total)
+    def prepare(self, model: GraphicalModel, total: float, scopes: Sequence[Scope] = ()) -> None:
+        super().prepare(model, total, scopes)
         rows = self.marginal((self.rows,))
         self.units = total * float(np.sum(rows / np.arange(1, self.k + 1)))
 

@@ -38,6 +38,7 @@ from dpsmooth_spark.mechanisms.adaptive import (
 from dpsmooth_spark.mechanisms.loop_tables import (
     Candidate,
     Measurement,
+    Scope,
     Tables,
     candidates,
 )
@@ -201,8 +202,8 @@ class RecordTables(Tables):
         shape = [self.sizes[v] for v in scope]
         return coarse_table(table.reshape(shape), self._grouped(scope)).ravel()
 
-    def prepare(self, model: GraphicalModel, total: float) -> None:
-        super().prepare(model, total)
+    def prepare(self, model: GraphicalModel, total: float, scopes: Sequence[Scope] = ()) -> None:
+        super().prepare(model, total, scopes)
         self._predicted = {}
 
     def predict(self, c: Candidate) -> np.ndarray:

@@ -119,6 +119,31 @@ def test_scope_marginals_are_the_marginals_of_the_scopes() -> None:
         assert table.shape == tuple(SIZES[v] for v in scope)
 
 
+def test_a_cliques_scopes_reduced_together_match_the_enumerated_joint() -> None:
+    """Nested and overlapping scopes homed in one clique (``_reduce`` sums them out of shared
+    smaller tables), and every 1-, 2- and 3-way scope a clique holds (``held_marginals``, the
+    others left out), against the joint enumerated from the potentials."""
+    scopes = [(0, 1, 2), (0, 1), (1,), (2,), (2, 3), (0, 3), (3, 4), (3,), (0, 2, 3)]
+    model = GraphicalModel.uniform(SIZES, scopes)
+    rng = np.random.default_rng(5)
+    model.potentials[:] = [rng.normal(0, 1.5, p.shape) for p in model.potentials]
+    joint = _brute_joint(model)
+
+    def expected(scope: tuple[int, ...]) -> np.ndarray:
+        return joint.sum(axis=tuple(v for v in range(len(SIZES)) if v not in scope))
+
+    cliques = model.clique_marginals()
+    for scope, table in zip(scopes, model.scope_marginals(cliques), strict=True):
+        np.testing.assert_allclose(table, expected(scope), atol=1e-12)
+    every = [s for k in (1, 2, 3) for s in itertools.combinations(range(len(SIZES)), k)]
+    held = model.held_marginals(every, cliques)
+    for scope in every:
+        holds = any(set(scope) <= set(c) for c in model.tree.cliques)
+        assert (scope in held) == holds
+        if holds:
+            np.testing.assert_allclose(held[scope], expected(scope).ravel(), atol=1e-12)
+
+
 def test_every_marginal_matches_the_enumerated_joint() -> None:
     model = _random_model(0)
     joint = _brute_joint(model)
