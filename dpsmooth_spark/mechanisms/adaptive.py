@@ -345,6 +345,6 @@ def _low_signal(
 def _fits(grows: Scope | None, model: GraphicalModel, size: TreeSize, limit: float) -> bool:
     """Whether measuring ``grows`` keeps the model within ``limit`` cells (``None``: it does not
     enter the model)."""
-    if grows is None or any(set(grows) <= set(k) for k in model.tree.cliques):
+    if grows is None or model.tree.holding(grows):
         return True
     return size.with_scope(grows) <= limit

@@ -11,6 +11,7 @@ from dpsmooth_spark.core.graphical import (
     GraphicalModel,
     Observed,
     TreeSize,
+    coarse_table,
     fit_model,
     junction_tree,
     tree_cells,
@@ -331,6 +332,20 @@ def test_a_fit_driven_to_a_vertex_ends_with_finite_potentials() -> None:
     assert max(float(np.abs(p).max()) for p in model.potentials) < 1e6
     marginal = model.marginal((0,))
     assert np.isfinite(marginal).all() and int(np.argmax(marginal)) == 5
+
+
+def test_a_coarse_table_sums_runs_and_scattered_groups_alike() -> None:
+    """``coarse_table`` sums runs of adjacent cells by ``reduceat`` and other groups by a
+    product with their members: both against a loop over the cells."""
+    rng = np.random.default_rng(4)
+    table = rng.random((5, 4, 3))
+    for g in (np.array([0, 0, 1, 2, 2]), np.array([1, 0, 1, 2, 0]), np.array([0, 1, 0, 1, 2])):
+        expected = np.zeros((int(g.max()) + 1, 4, 3))
+        for cell, group in enumerate(g):
+            expected[group] += table[cell]
+        np.testing.assert_allclose(coarse_table(table, (g, None, None)), expected)
+        moved = coarse_table(table, (None, None, g[:3] % 2))
+        np.testing.assert_allclose(moved[..., 0], table[..., g[:3] % 2 == 0].sum(axis=-1))
 
 
 def test_a_coarse_table_is_the_marginal_summed_over_groups_and_the_fit_meets_it() -> None:
