@@ -345,9 +345,15 @@ class GraphicalModel:
         per child; there a cell under :data:`_FLOOR` of the parent's largest keeps that floor,
         and the child's table, normalised like the parent's, holds it below that too."""
         plan = _propagation(self.tree, self.sizes, self.scopes)
-        incoming = [np.zeros(shape) for shape in plan.shapes]
-        for (home, shape, _), potential in zip(plan.homes, self.potentials, strict=True):
-            incoming[home] = incoming[home] + potential.reshape(shape)
+        parts: list[list[tuple[Scope, np.ndarray]]] = [[] for _ in plan.shapes]
+        for (home, _, _), scope, potential in zip(
+            plan.homes, self.scopes, self.potentials, strict=True
+        ):
+            parts[home].append((scope, potential))
+        incoming = [
+            _gather(clique, shape, found)
+            for clique, shape, found in zip(self.tree.cliques, plan.shapes, parts, strict=True)
+        ]
         scaled: dict[int, np.ndarray] = {}  # exp(table - offset)
         offsets = [0.0] * len(incoming)
         up: dict[int, np.ndarray] = {}
@@ -630,6 +636,33 @@ def _reduce(table: np.ndarray, columns: Scope, scopes: Sequence[Scope]) -> dict[
         rest = columns[:axis] + columns[axis + 1 :]
         out.update(_reduce(table.sum(axis=axis), rest, lacking))
         left = [s for s in left if columns[axis] in s]
+    return out
+
+
+def _gather(
+    columns: Scope, shape: tuple[int, ...], parts: Sequence[tuple[Scope, np.ndarray]]
+) -> np.ndarray:
+    """The sum, as one table over ``columns`` (of ``shape``), of ``parts`` (tables over sorted
+    subsets of ``columns``, broadcast over the others): :func:`_reduce` the other way round,
+    each step adding in one pass the parts that lack the column most of them lack, gathered
+    first over the smaller table, so a clique's potentials cost a few passes rather than one
+    each."""
+    out = np.zeros(shape)
+    left = []
+    for scope, table in parts:
+        if len(scope) == len(columns):
+            out += table.reshape(shape)
+        else:
+            left.append((scope, table))
+    while left:
+        axis = max(
+            range(len(columns)),
+            key=lambda a: (sum(columns[a] not in s for s, _ in left), shape[a]),
+        )
+        lacking = [(s, t) for s, t in left if columns[axis] not in s]
+        rest = shape[:axis] + shape[axis + 1 :]
+        out += np.expand_dims(_gather(columns[:axis] + columns[axis + 1 :], rest, lacking), axis)
+        left = [(s, t) for s, t in left if columns[axis] in s]
     return out
 
 
