@@ -345,15 +345,17 @@ class GraphicalModel:
         per child; there a cell under :data:`_FLOOR` of the parent's largest keeps that floor,
         and the child's table, normalised like the parent's, holds it below that too."""
         plan = _propagation(self.tree, self.sizes, self.scopes)
-        parts: list[list[tuple[Scope, np.ndarray]]] = [[] for _ in plan.shapes]
-        for (home, _, _), scope, potential in zip(
+        incoming = [np.zeros(shape) for shape in plan.shapes]
+        large: dict[int, list[tuple[Scope, np.ndarray]]] = {}  # gathered (_gather)
+        for (home, shape, _), scope, potential in zip(
             plan.homes, self.scopes, self.potentials, strict=True
         ):
-            parts[home].append((scope, potential))
-        incoming = [
-            _gather(clique, shape, found)
-            for clique, shape, found in zip(self.tree.cliques, plan.shapes, parts, strict=True)
-        ]
+            if incoming[home].size > LARGE_TABLE_CELLS:
+                large.setdefault(home, []).append((scope, potential))
+            else:
+                incoming[home] += potential.reshape(shape)
+        for home, parts in large.items():
+            incoming[home] = _gather(self.tree.cliques[home], plan.shapes[home], parts)
         scaled: dict[int, np.ndarray] = {}  # exp(table - offset)
         offsets = [0.0] * len(incoming)
         up: dict[int, np.ndarray] = {}
@@ -639,6 +641,14 @@ def _reduce(table: np.ndarray, columns: Scope, scopes: Sequence[Scope]) -> dict[
     return out
 
 
+LARGE_TABLE_CELLS = 65_536
+"""Cells above which a table is worth planning its work on: a clique's potentials are added
+into it directly below it and gathered above it (:func:`_gather`, also within its recursion),
+and :func:`_contract` lets einsum plan a contraction above it
+(planning costs about 6 microseconds a call, which a wide table's small contractions repeat
+hundreds of thousands of times; recursing costs more than a small table's passes)."""
+
+
 def _gather(
     columns: Scope, shape: tuple[int, ...], parts: Sequence[tuple[Scope, np.ndarray]]
 ) -> np.ndarray:
@@ -650,8 +660,10 @@ def _gather(
     out = np.zeros(shape)
     left = []
     for scope, table in parts:
-        if len(scope) == len(columns):
-            out += table.reshape(shape)
+        if len(scope) == len(columns) or out.size <= LARGE_TABLE_CELLS:
+            out += table.reshape(
+                [n if v in scope else 1 for v, n in zip(columns, shape, strict=True)]
+            )
         else:
             left.append((scope, table))
     while left:
@@ -664,12 +676,6 @@ def _gather(
         out += np.expand_dims(_gather(columns[:axis] + columns[axis + 1 :], rest, lacking), axis)
         left = [(s, t) for s, t in left if columns[axis] in s]
     return out
-
-
-CONTRACT_PLAN_CELLS = 65_536
-"""Cells of two tables' union above which :func:`_contract` lets einsum plan the contraction
-(its planning costs about 6 microseconds a call, which the small contractions of a wide table's
-pairs repeat hundreds of thousands of times)."""
 
 
 def _contract(a: Scope, x: np.ndarray, b: Scope, y: np.ndarray, keep: Scope) -> np.ndarray:
@@ -686,7 +692,7 @@ def _contract(a: Scope, x: np.ndarray, b: Scope, y: np.ndarray, keep: Scope) -> 
         y,
         [label[v] for v in b],
         [label[v] for v in keep],
-        optimize=cells > CONTRACT_PLAN_CELLS,
+        optimize=cells > LARGE_TABLE_CELLS,
     )
 
 

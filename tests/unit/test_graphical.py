@@ -7,6 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
+from dpsmooth_spark.core import graphical
 from dpsmooth_spark.core.graphical import (
     GraphicalModel,
     Observed,
@@ -120,10 +121,16 @@ def test_scope_marginals_are_the_marginals_of_the_scopes() -> None:
         assert table.shape == tuple(SIZES[v] for v in scope)
 
 
-def test_a_cliques_scopes_reduced_together_match_the_enumerated_joint() -> None:
-    """Nested and overlapping scopes homed in one clique (``_reduce`` sums them out of shared
-    smaller tables), and every 1-, 2- and 3-way scope a clique holds (``held_marginals``, the
-    others left out), against the joint enumerated from the potentials."""
+@pytest.mark.parametrize("large", [0, graphical.LARGE_TABLE_CELLS])
+def test_a_cliques_scopes_reduced_together_match_the_enumerated_joint(
+    large: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nested and overlapping scopes homed in one clique (``_gather`` adds their potentials
+    through shared smaller tables where a clique is large, here every clique with ``large`` 0;
+    ``_reduce`` sums their marginals out the same way), and every 1-, 2- and 3-way scope a
+    clique holds (``held_marginals``, the others left out), against the joint enumerated from
+    the potentials."""
+    monkeypatch.setattr(graphical, "LARGE_TABLE_CELLS", large)
     scopes = [(0, 1, 2), (0, 1), (1,), (2,), (2, 3), (0, 3), (3, 4), (3,), (0, 2, 3)]
     model = GraphicalModel.uniform(SIZES, scopes)
     rng = np.random.default_rng(5)
