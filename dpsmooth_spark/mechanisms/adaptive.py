@@ -75,6 +75,15 @@ class LoopSettings:
     iterations: int = 60
     anchors: tuple[int, ...] = ()
 
+    @classmethod
+    def named(
+        cls, rounds: int | None, columns: Sequence[str], pair_columns: Sequence[str] = ()
+    ) -> LoopSettings:
+        """The settings of a release of ``columns`` (their names), its ``pair_columns`` the
+        anchors."""
+        names = list(columns)
+        return cls(rounds=rounds, anchors=tuple(names.index(c) for c in pair_columns))
+
 
 @dataclass
 class LoopResult:

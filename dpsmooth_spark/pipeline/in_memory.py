@@ -191,8 +191,7 @@ class Synthesizer:
     @property
     def settings_(self) -> adaptive.LoopSettings:
         names = [c.name for c in self.columns]
-        anchors = tuple(names.index(c) for c in self.params.pair_columns)
-        return adaptive.LoopSettings(rounds=self.params.rounds, anchors=anchors)
+        return adaptive.LoopSettings.named(self.params.rounds, names, self.params.pair_columns)
 
     def sample(self, rows: int | None = None, units: int | None = None) -> Any:
         """Synthetic rows (default: as many as the noisy count says), as a pandas DataFrame or an

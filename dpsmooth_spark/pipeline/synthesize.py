@@ -185,8 +185,7 @@ def _run_adaptive(config: ReleaseConfig, quiet: bool) -> ReleaseReport:
     params = config.mechanism
     run = ReleaseRun.start(config, ADAPTIVE, quiet)
     names = [c.name for c in config.columns]
-    anchors = tuple(names.index(c) for c in params.pair_columns)
-    settings = adaptive.LoopSettings(rounds=params.rounds, anchors=anchors)
+    settings = adaptive.LoopSettings.named(params.rounds, names, params.pair_columns)
     coding = records.cell_coding(run.codec)
     if run.previous is None:
         with run.charged():

@@ -108,8 +108,9 @@ class ArraySynthesizer:
         self.coding_ = CellCoding(
             tuple(int(v) for v in self.lattice), (False,) * domain.d, (False,) * domain.d
         )
-        anchors = tuple(domain.columns.index(c) for c in self.params.pair_columns)
-        settings = adaptive.LoopSettings(rounds=self.params.rounds, anchors=anchors)
+        settings = adaptive.LoopSettings.named(
+            self.params.rounds, domain.columns, self.params.pair_columns
+        )
         spec = records.pass_spec(self.coding_, settings)
         sums = partial_sums([data], domain.lower, domain.upper, spec)
         rng = self._rng()
