@@ -162,9 +162,38 @@ def test_every_marginal_matches_the_enumerated_joint() -> None:
             np.testing.assert_allclose(model.marginal(scope), expected, atol=1e-12)
 
 
-def test_clique_marginals_hold_where_a_separators_mass_underflows() -> None:
+@pytest.mark.parametrize("large", [0, graphical.LARGE_TABLE_CELLS])
+def test_a_parents_messages_to_several_children_match_the_enumerated_joint(
+    large: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A clique with three children through separators of one size each, and a chain beyond
+    one of them: a parent sends each child its own separator's sums (reduced together where
+    the parent is large, every clique with ``large`` 0), and each child's table is normalised
+    from those sums."""
+    monkeypatch.setattr(graphical, "LARGE_TABLE_CELLS", large)
+    sizes = (3, 3, 3, 2, 2, 2, 3)
+    scopes = [(0, 1, 2), (0, 3), (1, 4), (2, 5), (5, 6), (0, 1)]
+    model = GraphicalModel.uniform(sizes, scopes)
+    assert max(model.tree.parents.count(p) for p in set(model.tree.parents) - {-1}) >= 2
+    rng = np.random.default_rng(11)
+    model.potentials[:] = [rng.normal(0, 1.5, p.shape) for p in model.potentials]
+    log = sum(
+        p.reshape([sizes[v] if v in s else 1 for v in range(len(sizes))])
+        for s, p in zip(model.scopes, model.potentials, strict=True)
+    )
+    joint = np.exp(log - log.max())
+    for clique, table in zip(model.tree.cliques, model.clique_marginals(), strict=True):
+        other = tuple(v for v in range(len(sizes)) if v not in clique)
+        np.testing.assert_allclose(table, joint.sum(axis=other) / joint.sum(), atol=1e-12)
+
+
+@pytest.mark.parametrize("large", [0, graphical.LARGE_TABLE_CELLS])
+def test_clique_marginals_hold_where_a_separators_mass_underflows(
+    large: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Log-potentials hundreds apart: a message's separator cells underflow next to their
     table's largest, and a neighbour's potentials may lift them again (the exact paths)."""
+    monkeypatch.setattr(graphical, "LARGE_TABLE_CELLS", large)
     sizes = (3, 4, 3, 4, 3, 2)
     scopes = [(0, 1), (1, 2), (2, 3), (3, 4), (0, 2), (4, 5), (1, 5)]
     for seed in range(40):
