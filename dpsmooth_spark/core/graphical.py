@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from dpsmooth_spark.core.maxent import project_to_simplex
-from dpsmooth_spark.core.sampling import stratified_uniforms
+from dpsmooth_spark.core.sampling import kronecker_step, stratified_uniforms
 
 Scope = tuple[int, ...]
 
@@ -508,6 +508,28 @@ class GraphicalModel:
         vars_, table = factors[top]
         return table.sum(axis=_axes_without(vars_, scope)).ravel()
 
+    def _balance_key(
+        self, out: np.ndarray, tree: JunctionTree, i: int, free: bool
+    ) -> np.ndarray | None:
+        """What clique ``i``'s draws are balanced against (``core.sampling.stratified_uniforms``):
+        each row's cells in its parent's other columns (which the model holds independent of
+        this clique's new ones given the separator), or, for the root of an independent part,
+        in the clique drawn just before; ``None`` for the first root or one given cells
+        (``free`` false)."""
+        at = tree.order.index(i)
+        if tree.parents[i] >= 0:
+            parent = tree.cliques[tree.parents[i]]
+            columns = tuple(v for v in parent if v not in tree.cliques[i])
+        elif free and at > 0:
+            columns = tree.cliques[tree.order[at - 1]]
+        else:
+            return None
+        if not columns:
+            return None
+        return np.ravel_multi_index(
+            tuple(out[:, v] for v in columns), [self.sizes[v] for v in columns]
+        )
+
     def sample(
         self,
         rows: int,
@@ -555,7 +577,12 @@ class GraphicalModel:
             # searchsorted draws every record (inverse CDF)
             width = table.shape[1]
             shifted = (cumulative + np.arange(table.shape[0])[:, None]).ravel()
-            u = stratified_uniforms(at, table.shape[0], rng) if stratified else rng.random(rows)
+            if stratified:
+                key = self._balance_key(out, tree, i, given is None)
+                step = kronecker_step(i)
+                u = stratified_uniforms(at, table.shape[0], rng, key, step)
+            else:
+                u = rng.random(rows)
             picked = np.searchsorted(shifted, at + u, side="right") - at * width
             picked = np.minimum(picked, table.shape[1] - 1)
             codes = np.unravel_index(picked, [self.sizes[v] for v in rest])

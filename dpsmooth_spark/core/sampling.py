@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import math
 from statistics import NormalDist
 
 import numpy as np
@@ -453,15 +455,63 @@ def spread_levels(
     return rows
 
 
-def stratified_uniforms(groups: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
-    """One uniform per row: within each group of ``m`` rows, ``(r + U_group) / m`` for a random
-    order ``r`` of its rows, so the group's inverse-CDF draws hit every stratum once."""
+def stratified_uniforms(
+    groups: np.ndarray,
+    count: int,
+    rng: np.random.Generator,
+    key: np.ndarray | None = None,
+    step: float = 0.0,
+) -> np.ndarray:
+    """One uniform per row: within each group of ``m`` rows, ``(r + U_group) / m`` for an order
+    ``r`` of its rows, so the group's inverse-CDF draws hit every stratum once. Without ``key``
+    the order is random. With ``key`` (per row: what was drawn before) the rows are sorted by
+    it, randomly among equal keys, and the ``k``-th takes the rank of ``frac(k step + V_group)``
+    among its group's (``step`` irrational): consecutive rows take strata spread over the whole
+    range, so the rows of each key take about their share of every stratum. What is drawn
+    then follows the key's counts times its own up to rounding, where independent draws would
+    add hypergeometric noise. Two draws on one key take different steps
+    (:func:`kronecker_step`): where the key leaves their rows in one order (every key
+    distinct), they form a 2-D Kronecker sequence, balanced against each other rather than in
+    lockstep."""
     rows = groups.size
-    order = np.lexsort((rng.random(rows), groups))  # by group, in random order within it
+    if key is None:
+        order = np.lexsort((rng.random(rows), groups))  # by group, in random order within it
+    else:
+        order = np.lexsort((rng.random(rows), key, groups))
     sizes = np.bincount(groups, minlength=count)
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    ranks = np.arange(rows) - starts[groups[order]]
+    sorted_groups = groups[order]
+    ranks = np.arange(rows) - starts[sorted_groups]
+    if key is not None:
+        spread = (ranks * step + rng.random(count)[sorted_groups]) % 1.0
+        by_spread = np.lexsort((spread, sorted_groups))
+        ranks = np.empty(rows, dtype=np.int64)
+        ranks[by_spread] = np.arange(rows) - starts[sorted_groups[by_spread]]
     offsets = rng.random(count)
     u = np.empty(rows)
-    u[order] = (ranks + offsets[groups[order]]) / sizes[groups[order]]
+    u[order] = (ranks + offsets[sorted_groups]) / sizes[sorted_groups]
     return u
+
+
+def kronecker_step(index: int) -> float:
+    """The fractional part of the square root of the ``index``-th prime: steps for
+    :func:`stratified_uniforms` that are irrational and rationally independent of each other
+    (distinct primes' square roots), so no two draws line up."""
+    count = 64
+    while count <= index:
+        count *= 2
+    return math.sqrt(_primes(count)[index]) % 1.0
+
+
+@functools.lru_cache(maxsize=8)
+def _primes(count: int) -> tuple[int, ...]:
+    """The first ``count`` primes (a sieve up to a bound above the ``count``-th)."""
+    limit = max(16, int(count * (math.log(count + 1) + math.log(math.log(count + 2) + 1)) + 16))
+    sieve = np.ones(limit + 1, dtype=bool)
+    sieve[:2] = False
+    for p in range(2, math.isqrt(limit) + 1):
+        if sieve[p]:
+            sieve[p * p :: p] = False
+    found = tuple(int(p) for p in np.flatnonzero(sieve)[:count])
+    assert len(found) == count
+    return found

@@ -5,6 +5,7 @@ to the fit's correlation. Pure numpy, seeded.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from scipy.special import ndtri
 from scipy.stats import rankdata
 
@@ -13,10 +14,12 @@ from dpsmooth_spark.core.sampling import (
     herded_indices,
     herding_cells,
     herds,
+    kronecker_step,
     mixture_correlation,
     reflect_into_cube,
     reorder_to_correlation,
     sample_records,
+    stratified_uniforms,
     stratifying_order,
     systematic_indices,
 )
@@ -310,3 +313,54 @@ def test_rows_of_lattice_columns_only_are_drawn_not_herded():
         ]
         assert _pairs_chi2(drawn, levels) <= 1.3, seed
         assert _pairs_chi2(herded, levels) >= 1.4, seed
+
+
+def test_stratified_uniforms_hit_every_stratum_once_and_spread_each_keys_rows() -> None:
+    """Within each group the uniforms take every stratum once, with or without a key; with a
+    key, the rows of each key value take about their share of every quarter of the strata
+    (within 2: a Kronecker sequence's runs), where a random order misses by several."""
+    rng = np.random.default_rng(3)
+    groups = rng.integers(0, 3, 6_000)
+    key = rng.integers(0, 5, 6_000)
+    worst = {}
+    for name, (k, step) in {"key": (key, kronecker_step(0)), "random": (None, 0.0)}.items():
+        u = stratified_uniforms(groups, 3, np.random.default_rng(4), k, step)
+        miss = 0.0
+        for g in range(3):
+            at = groups == g
+            strata = np.sort(np.floor(u[at] * at.sum()).astype(int))
+            np.testing.assert_array_equal(strata, np.arange(at.sum()))
+            for value in range(5):
+                rows = u[at & (key == value)]
+                quarters = np.bincount(np.floor(rows * 4).astype(int), minlength=4)
+                miss = max(miss, float(np.abs(quarters - rows.size / 4).max()))
+        worst[name] = miss
+    assert worst["key"] <= 2.0
+    assert worst["random"] > 6.0
+
+
+def test_draws_of_different_steps_on_one_key_are_balanced_not_aligned() -> None:
+    """Two draws on one key of distinct values (no random order among equal keys is left to
+    separate them): with different steps their joint quarters hold the product of their
+    counts to within 3 rows (a 2-D Kronecker sequence: neither orders the other); one step for
+    both would put them in lockstep up to a rotation (the mutant's check)."""
+    groups = np.zeros(8_000, dtype=np.int64)
+    key = np.random.default_rng(5).permutation(8_000)
+
+    def joint(first: float, second: float) -> np.ndarray:
+        a = stratified_uniforms(groups, 1, np.random.default_rng(6), key, first)
+        b = stratified_uniforms(groups, 1, np.random.default_rng(7), key, second)
+        index = np.floor(a * 4).astype(int) * 4 + np.floor(b * 4).astype(int)
+        return np.bincount(index, minlength=16).reshape(4, 4)
+
+    balanced = joint(kronecker_step(1), kronecker_step(2))
+    assert np.abs(balanced - 8_000 / 16).max() <= 3.0
+    aligned = joint(kronecker_step(1), kronecker_step(1))
+    assert np.abs(aligned - 8_000 / 16).max() > 100.0
+
+
+def test_kronecker_steps_are_distinct_square_roots_of_primes() -> None:
+    steps = [kronecker_step(i) for i in range(200)]
+    assert len(set(steps)) == 200
+    assert kronecker_step(0) == pytest.approx(np.sqrt(2) - 1)
+    assert kronecker_step(199) == pytest.approx(np.sqrt(1223) % 1.0)  # the 200th prime
