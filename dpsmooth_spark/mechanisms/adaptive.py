@@ -235,7 +235,6 @@ def run_loop(
     settings = settings or LoopSettings()
     sizes = tables.sizes
     pure = accountant.pure
-    spread = math.sqrt(2.0) if pure else 1.0  # a noise scale's standard deviation
     budget = accountant.share(1.0)
     first = tables.first()
 
@@ -246,7 +245,7 @@ def run_loop(
         )
 
     def noise_std(share: float) -> float:
-        return accountant.noise_scale(1.0, share) * spread
+        return _noise_std(accountant, 1.0, share)
 
     def first_round(c: Candidate, share: float, total: float) -> list[Measurement]:
         """``c`` and the table that may follow it, from ``c``'s budget (``Tables.reserve``)."""
@@ -283,9 +282,7 @@ def run_loop(
         measurements.append(measure(tables.follow(first[0]), kept, 0))
         spent += kept
     # the later rounds may read ordered columns in coarser cells (the first round's output)
-    tables.coarsen(
-        measurements, spread * accountant.noise_scale(1.0, (1.0 - SELECTION_SHARE) * per_round)
-    )
+    tables.coarsen(measurements, _later_count_std(accountant, per_round))
     pool = tables.pool()
     model, total = _estimate(tables, measurements, settings.iterations, None)
     scopes = [c.scope for c in pool]
@@ -300,7 +297,7 @@ def run_loop(
         select_budget = SELECTION_SHARE * per_round
         measure_budget = per_round - select_budget
         std = {
-            kind: accountant.noise_scale(tables.sensitivity(kind), measure_budget) * spread
+            kind: _noise_std(accountant, tables.sensitivity(kind), measure_budget)
             for kind in {c.kind for c in pool}
         }
         limit = MAX_MODEL_CELLS * spent / budget
@@ -346,9 +343,21 @@ def _low_signal(
     found = tables.rows_sum(measured)
     if not pairs or found is None:
         return False
-    spread = math.sqrt(2.0) if accountant.pure else 1.0  # a noise scale's standard deviation
-    noise = spread * accountant.noise_scale(1.0, (1.0 - SELECTION_SHARE) * per_round)
+    noise = _later_count_std(accountant, per_round)
     return max(found[0], 1.0) / pairs[len(pairs) // 2] < MIN_SIGNAL * noise
+
+
+def _noise_std(accountant: PrivacyAccountant, sensitivity: float, budget: float) -> float:
+    """Standard deviation of a measurement's noise at ``budget`` (Laplace's is ``sqrt 2`` times
+    its scale)."""
+    spread = math.sqrt(2.0) if accountant.pure else 1.0
+    return spread * accountant.noise_scale(sensitivity, budget)
+
+
+def _later_count_std(accountant: PrivacyAccountant, per_round: float) -> float:
+    """Noise standard deviation of a count of a later round of budget ``per_round`` (the
+    selection takes its share first)."""
+    return _noise_std(accountant, 1.0, (1.0 - SELECTION_SHARE) * per_round)
 
 
 def _fits(grows: Scope | None, model: GraphicalModel, size: TreeSize, limit: float) -> bool:
