@@ -512,18 +512,26 @@ class GraphicalModel:
         self, out: np.ndarray, tree: JunctionTree, i: int, free: bool
     ) -> np.ndarray | None:
         """What clique ``i``'s draws are balanced against (``core.sampling.stratified_uniforms``):
-        each row's cells in its parent's other columns (which the model holds independent of
-        this clique's new ones given the separator), or, for the root of an independent part,
-        in the clique drawn just before; ``None`` for the first root or one given cells
-        (``free`` false)."""
+        each row's cells in the columns drawn before it, which forward sampling holds
+        independent of the clique's new ones given the separator. Its parent's other columns
+        lead (the ones most often scored with the new columns), then the others, the latest
+        drawn first, as many as one int64 index holds; ``None`` for the first root or a root
+        given cells (``free`` false)."""
         at = tree.order.index(i)
-        if tree.parents[i] >= 0:
-            parent = tree.cliques[tree.parents[i]]
-            columns = tuple(v for v in parent if v not in tree.cliques[i])
-        elif free and at > 0:
-            columns = tree.cliques[tree.order[at - 1]]
-        else:
+        if tree.parents[i] < 0 and not (free and at > 0):
             return None
+        clique = set(tree.cliques[i])
+        parent = tree.cliques[tree.parents[i]] if tree.parents[i] >= 0 else ()
+        drawn = [v for k in reversed(tree.order[:at]) for v in tree.cliques[k]]
+        columns: list[int] = []
+        cells = 1
+        for v in dict.fromkeys([*parent, *drawn]):
+            if v in clique:
+                continue
+            cells *= self.sizes[v]
+            if cells >= 2**62:
+                break
+            columns.append(v)
         if not columns:
             return None
         return np.ravel_multi_index(

@@ -308,24 +308,27 @@ def test_stratified_draws_hold_the_root_clique_to_rounding() -> None:
         assert 0.5 * np.abs(empirical - model.marginal(scope)).sum() < 0.01
 
 
-def test_draws_given_a_separator_are_balanced_against_the_parents_other_columns() -> None:
-    """Cliques (0, 1), (0, 2), (2, 3): the model holds 2 independent of 1 given 0, and 3 of 0
-    given 2. The draws of each child clique are balanced against its parent's other column
-    (``stratified_uniforms`` with a key), so the 3-way tables (0, 1, 2) and (0, 2, 3) hold the
-    model's counts to within a few rows (over 200 seeds the largest miss was 4.1, median 2.3);
-    in a random order (the mutant without a key) they miss by about 20 (hypergeometric noise
-    of about 7 rows in the larger cells)."""
+def test_draws_given_a_separator_are_balanced_against_the_columns_drawn_before() -> None:
+    """Cliques (0, 1), (0, 2), (2, 3), drawn in that order: the model holds 2 independent of 1
+    given 0, and 3 of 0 and 1 given 2. Each child clique's draws are balanced against the
+    columns drawn before it (``stratified_uniforms`` with a key: its parent's other column
+    first, then the rest), so the 3-way tables (0, 1, 2), (0, 2, 3) and (1, 2, 3) hold the
+    model's counts to within a few rows (over 200 seeds the largest misses were 4.1 / 4.1 /
+    6.0, medians 1.9 / 2.6 / 3.0); in a random order (the mutant without a key) they miss by
+    about 20 (hypergeometric noise of about 7 rows in the larger cells), and balanced against
+    the parent alone (1, 2, 3) misses by as much."""
     sizes = (3, 4, 4, 3)
     model = GraphicalModel.uniform(sizes, [(0, 1), (0, 2), (2, 3)])
+    assert model.tree.cliques == ((0, 1), (0, 2), (2, 3)) and model.tree.order == (0, 1, 2)
     rng = np.random.default_rng(12)
     model.potentials[:] = [rng.normal(0, 1.0, p.shape) for p in model.potentials]
     rows = 6_000
     codes = model.sample(rows, np.random.default_rng(13))
-    for scope in ((0, 1, 2), (0, 2, 3)):
+    for scope in ((0, 1, 2), (0, 2, 3), (1, 2, 3)):
         shape = [sizes[v] for v in scope]
         index = np.ravel_multi_index(tuple(codes[:, v] for v in scope), shape)
         counts = np.bincount(index, minlength=int(np.prod(shape)))
-        assert np.abs(counts - rows * model.marginal(scope)).max() <= 5.0
+        assert np.abs(counts - rows * model.marginal(scope)).max() <= 7.0
 
 
 def test_a_linear_query_of_a_marginal_is_fitted_as_measured() -> None:
