@@ -177,6 +177,12 @@ def test_a_parents_messages_to_several_children_match_the_enumerated_joint(
     assert max(model.tree.parents.count(p) for p in set(model.tree.parents) - {-1}) >= 2
     rng = np.random.default_rng(11)
     model.potentials[:] = [rng.normal(0, 1.5, p.shape) for p in model.potentials]
+    _assert_cliques_match_the_joint(model, 1e-12)
+
+
+def _assert_cliques_match_the_joint(model: GraphicalModel, atol: float) -> None:
+    """Every clique marginal against the joint enumerated from the potentials."""
+    sizes = model.sizes
     log = sum(
         p.reshape([sizes[v] if v in s else 1 for v in range(len(sizes))])
         for s, p in zip(model.scopes, model.potentials, strict=True)
@@ -184,7 +190,7 @@ def test_a_parents_messages_to_several_children_match_the_enumerated_joint(
     joint = np.exp(log - log.max())
     for clique, table in zip(model.tree.cliques, model.clique_marginals(), strict=True):
         other = tuple(v for v in range(len(sizes)) if v not in clique)
-        np.testing.assert_allclose(table, joint.sum(axis=other) / joint.sum(), atol=1e-12)
+        np.testing.assert_allclose(table, joint.sum(axis=other) / joint.sum(), atol=atol)
 
 
 @pytest.mark.parametrize("large", [0, graphical.LARGE_TABLE_CELLS])
@@ -200,14 +206,7 @@ def test_clique_marginals_hold_where_a_separators_mass_underflows(
         rng, spread = np.random.default_rng(seed), [30.0, 300.0, 1000.0, 5000.0][seed % 4]
         model = GraphicalModel.uniform(sizes, scopes)
         model.potentials[:] = [rng.normal(0, spread, p.shape) for p in model.potentials]
-        log = sum(
-            p.reshape([sizes[v] if v in s else 1 for v in range(len(sizes))])
-            for s, p in zip(model.scopes, model.potentials, strict=True)
-        )
-        joint = np.exp(log - log.max())
-        for clique, table in zip(model.tree.cliques, model.clique_marginals(), strict=True):
-            other = tuple(v for v in range(len(sizes)) if v not in clique)
-            np.testing.assert_allclose(table, joint.sum(axis=other) / joint.sum(), atol=1e-9)
+        _assert_cliques_match_the_joint(model, 1e-9)
 
 
 def test_marginals_across_independent_parts_match_the_enumerated_joint() -> None:
