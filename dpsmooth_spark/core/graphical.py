@@ -547,9 +547,10 @@ class GraphicalModel:
         marginals: list[np.ndarray] | None = None,
     ) -> np.ndarray:
         """``(rows, d)`` cell codes, forward-sampled along the tree. ``stratified``: the rows that
-        share a separator's cells draw their uniforms as one stratified sample (a random
-        permutation of ``(r + U) / m``), so each clique's counts follow the model up to rounding
-        instead of multinomial noise, and rows stay exchangeable; else i.i.d. ``given``: a scope
+        share a separator's cells draw their uniforms as one stratified sample (``(r + U) / m``
+        in an order balanced against the columns drawn before, :meth:`_balance_key`), so each
+        clique's counts follow the model up to rounding instead of multinomial noise, and so do
+        the tables across cliques; rows stay exchangeable; else i.i.d. ``given``: a scope
         that one clique holds and each row's cells there (``(rows, len(scope))``): the rows are
         drawn from the model given them (the tree is rooted at that clique). ``marginals``: the
         clique marginals, where the caller has them (several draws from one model)."""
