@@ -508,36 +508,6 @@ class GraphicalModel:
         vars_, table = factors[top]
         return table.sum(axis=_axes_without(vars_, scope)).ravel()
 
-    def _balance_key(
-        self, out: np.ndarray, tree: JunctionTree, i: int, free: bool
-    ) -> np.ndarray | None:
-        """What clique ``i``'s draws are balanced against (``core.sampling.stratified_uniforms``):
-        each row's cells in the columns drawn before it, which forward sampling holds
-        independent of the clique's new ones given the separator. Its parent's other columns
-        lead (the ones most often scored with the new columns), then the others, the latest
-        drawn first, as many as one int64 index holds; ``None`` for the first root or a root
-        given cells (``free`` false)."""
-        at = tree.order.index(i)
-        if tree.parents[i] < 0 and not (free and at > 0):
-            return None
-        clique = set(tree.cliques[i])
-        parent = tree.cliques[tree.parents[i]] if tree.parents[i] >= 0 else ()
-        drawn = [v for k in reversed(tree.order[:at]) for v in tree.cliques[k]]
-        columns: list[int] = []
-        cells = 1
-        for v in dict.fromkeys([*parent, *drawn]):
-            if v in clique:
-                continue
-            cells *= self.sizes[v]
-            if cells >= 2**62:
-                break
-            columns.append(v)
-        if not columns:
-            return None
-        return np.ravel_multi_index(
-            tuple(out[:, v] for v in columns), [self.sizes[v] for v in columns]
-        )
-
     def sample(
         self,
         rows: int,
@@ -548,7 +518,7 @@ class GraphicalModel:
     ) -> np.ndarray:
         """``(rows, d)`` cell codes, forward-sampled along the tree. ``stratified``: the rows that
         share a separator's cells draw their uniforms as one stratified sample (``(r + U) / m``
-        in an order balanced against the columns drawn before, :meth:`_balance_key`), so each
+        in an order balanced against the columns drawn before, :func:`_balance_columns`), so each
         clique's counts follow the model up to rounding instead of multinomial noise, and so do
         the tables across cliques; rows stay exchangeable; else i.i.d. ``given``: a scope
         that one clique holds and each row's cells there (``(rows, len(scope))``): the rows are
@@ -587,7 +557,14 @@ class GraphicalModel:
             width = table.shape[1]
             shifted = (cumulative + np.arange(table.shape[0])[:, None]).ravel()
             if stratified:
-                key = self._balance_key(out, tree, i, given is None)
+                columns = _balance_columns(tree, self.sizes, given is None)[i]
+                key = (
+                    np.ravel_multi_index(
+                        tuple(out[:, v] for v in columns), [self.sizes[v] for v in columns]
+                    )
+                    if columns
+                    else None
+                )
                 step = kronecker_step(i)
                 u = stratified_uniforms(at, table.shape[0], rng, key, step)
             else:
@@ -657,6 +634,37 @@ def _separator_sums(
     ]
     found = _reduce(table, columns, [s for _, s in children if s])
     return {(parent, i): found[s].reshape(_shape(sizes, s, columns)) for i, s in children if s}
+
+
+@functools.lru_cache(maxsize=256)
+def _balance_columns(
+    tree: JunctionTree, sizes: tuple[int, ...], free: bool
+) -> tuple[tuple[int, ...], ...]:
+    """Per clique, the columns its draws are balanced against (``core.sampling.
+    stratified_uniforms``'s key): those drawn before it, which forward sampling holds
+    independent of the clique's new ones given the separator. Its parent's other columns lead
+    (the ones most often scored with the new columns), then the others, the latest drawn
+    first, as many as one int64 index holds; none for the first root or a root given cells
+    (``free`` false). Cached: a tree's draws (each task's, each row number's of a release of
+    persons) share them."""
+    out: list[tuple[int, ...]] = [()] * len(tree.cliques)
+    for at, i in enumerate(tree.order):
+        if tree.parents[i] < 0 and not (free and at > 0):
+            continue
+        clique = set(tree.cliques[i])
+        parent = tree.cliques[tree.parents[i]] if tree.parents[i] >= 0 else ()
+        drawn = [v for k in reversed(tree.order[:at]) for v in tree.cliques[k]]
+        columns: list[int] = []
+        cells = 1
+        for v in dict.fromkeys([*parent, *drawn]):
+            if v in clique:
+                continue
+            cells *= sizes[v]
+            if cells >= 2**62:
+                break
+            columns.append(v)
+        out[i] = tuple(columns)
+    return tuple(out)
 
 
 @functools.lru_cache(maxsize=256)
