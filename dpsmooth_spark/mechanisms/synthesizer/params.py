@@ -36,7 +36,7 @@ class SynthesizerParams(BaseModel):
         le=10_000,
         description=(
             "adaptive: rounds the budget is first split into (each one-way marginal counts as "
-            "one); null: 2 d under pure epsilon-DP, 16 d in zCDP."
+            "one); null: 2 d under pure epsilon-DP, 4 d in zCDP."
         ),
     )
     basis: Literal["auto", "marginal", "pairwise", "pairs"] = Field(
