@@ -127,6 +127,8 @@ def test_measurement_noise_has_its_stated_spread() -> None:
         )
         for m in result.measurements:
             residuals.append((m.values - answer(m.scope)) / m.std)
+        if sum(r.size for r in residuals) >= 4_000:
+            break
     z = np.concatenate(residuals)[:4_000]
     assert z.size == 4_000
     assert 0.8 < np.var(z) < 1.25
