@@ -45,19 +45,30 @@ class GaussianMixtureQueries:
         return cls(centres, alphas / alphas.sum(axis=1, keepdims=True))
 
     def answers(
-        self, points: np.ndarray, sigmas: tuple[float, ...], chunk: int = 4096
+        self, points: np.ndarray, sigmas: tuple[float, ...], cells: int = 1 << 22
     ) -> np.ndarray:
-        """Mean of every query over ``points`` (``(n, d)``, scaled): array ``(len(sigmas), N)``."""
+        """Mean of every query over ``points`` (``(n, d)``, scaled): array ``(len(sigmas), N)``.
+
+        Rows go in blocks of about ``cells`` point-kernel distances (32 MB), each kernel
+        evaluated in place: large temporaries cost more in page faults than the exponentials.
+        """
         n_queries, j, d = self.centres.shape
         flat = self.centres.reshape(-1, d)
         centre_sq = (flat**2).sum(axis=1)
         out = np.zeros((len(sigmas), n_queries * j))
+        chunk = max(1, cells // flat.shape[0])
         for start in range(0, points.shape[0], chunk):
             block = points[start : start + chunk]
-            sq = (block**2).sum(axis=1)[:, None] + centre_sq[None, :] - 2.0 * block @ flat.T
+            sq = block @ flat.T
+            sq *= -2.0
+            sq += (block**2).sum(axis=1)[:, None]
+            sq += centre_sq[None, :]
             np.maximum(sq, 0.0, out=sq)
+            kernel = np.empty_like(sq)
             for s, sigma in enumerate(sigmas):
-                out[s] += np.exp(-sq / (2.0 * sigma**2)).sum(axis=0)
+                np.multiply(sq, -1.0 / (2.0 * sigma**2), out=kernel)
+                np.exp(kernel, out=kernel)
+                out[s] += kernel.sum(axis=0)
         out /= max(points.shape[0], 1)
         per_kernel = out.reshape(len(sigmas), n_queries, j)
         return (per_kernel * self.weights[None]).sum(axis=2)

@@ -20,8 +20,9 @@ def wdbc_scaled(table, bounds):
     return np.clip(scale_to_unit(data, lower, upper), -1, 1)
 
 
-def worst_relative(real, fake, queries, sigmas):
-    truth = queries.answers(real, sigmas)
+def worst_relative(truth, fake, queries, sigmas):
+    """Worst relative error per sigma of ``fake``'s answers against ``truth``, the real table's
+    ``queries.answers`` (computed once by the caller: it is most of the cost)."""
     got = queries.answers(fake, sigmas)
     return (np.abs(truth - got) / truth).max(axis=1)
 

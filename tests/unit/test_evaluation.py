@@ -13,7 +13,7 @@ def test_answers_match_direct_formula(rng):
     queries = GaussianMixtureQueries.draw(d, 7, rng, components=4)
     points = rng.uniform(-1, 1, size=(50, d))
     sigmas = (0.5, 2.0)
-    got = queries.answers(points, sigmas, chunk=16)
+    got = queries.answers(points, sigmas, cells=14 * 28)  # blocks of 14 rows, 7 x 4 kernels
     for s, sigma in enumerate(sigmas):
         for q in range(7):
             f = [
