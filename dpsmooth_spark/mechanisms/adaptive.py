@@ -51,12 +51,13 @@ budget each (once: on small tables every pair is below it, and fewer pairs measu
 Where fewer than two paired rounds would be left, a release of persons gives their budget to the
 first round; a table of records keeps them (``Tables.keeps_low_picks``)."""
 ZCDP_ROUNDS = 4
-"""Rounds per column in zCDP. A round's noise grows with the square root of the rounds there,
-so the loop affords more of them than under pure DP's ``2 d``; AIM's ``16 d`` left the one-way
-marginals a sixteenth of the budget, and the one-ways are what a smooth query reads first (WDBC
-at epsilon 10, delta 1e-9, four seeded releases: worst kernel error at sigma 4 0.0154 -> 0.0108;
-at ``8 d`` 0.0127), and the one-ways' shapes were left unmeasured where the rows resolve them
-(heavy-tailed / skewed tables at 10: W1 ratio 1.25 / 1.94 -> 0.43 / 0.43; docs/mechanisms.md)."""
+"""Rounds per column in zCDP, where a round's noise grows only with the square root of the
+rounds, so the loop affords more of them than pure DP's ``2 d``. Not AIM's ``16 d``: that leaves
+the one-way marginals a sixteenth of the budget, and the one-ways are what a smooth query reads
+first (WDBC at epsilon 10, delta 1e-9, four seeded releases: worst kernel error at sigma 4
+0.0154 at ``16 d``, 0.0127 at ``8 d``, 0.0108 at ``4 d``) and what shows a column's shape
+(heavy-tailed / skewed tables at 10: W1 ratio 1.25 / 1.94 at ``16 d``, 0.43 / 0.43 at ``4 d``;
+docs/mechanisms.md)."""
 MAX_MODEL_CELLS = 2_000_000
 """Largest model (cells of the junction tree's cliques) the loop may grow to; AIM grows its
 limit with the budget spent, and so does the loop."""
