@@ -13,6 +13,22 @@ ROOT = Path(__file__).resolve().parents[1]
 WDBC_CONFIG = ROOT / "conf" / "examples" / "wdbc.yaml"
 
 
+LONGEST_FILES = (
+    "test_privacy_audit.py",
+    "test_connect.py",
+    "test_refusals.py",
+    "test_relations.py",
+    "test_cluster.py",
+)
+"""The suite's longest files (1.5 to 4 minutes each, one process), run first: pytest-xdist gives
+each file to one worker, and a long file handed out last keeps the other worker idle."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(LONGEST_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: files keep order
+
+
 @pytest.fixture(scope="session")
 def wdbc_config_dict() -> dict:
     """The example config as a mapping (paths resolved as ``load_config`` resolves them)."""
@@ -36,9 +52,16 @@ def wdbc_table():
 
 @pytest.fixture(scope="session")
 def spark():
-    """One local Spark session for the whole run (2 cores, one task retry, UI off, WARN logs)."""
+    """One local Spark session for the whole run (2 cores, one task retry, UI off, WARN logs).
+    A session an earlier test started through the library (``local[*]``, no retry) is stopped
+    first: the retry tests need this one, whatever ran before them in this process."""
+    from pyspark.sql import SparkSession
+
     from dpsmooth_spark.spark.session import get_session
 
+    active = SparkSession.getActiveSession()
+    if active is not None and active.sparkContext.master != "local[2,2]":
+        active.stop()
     session = get_session(
         "local[2,2]", {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"}
     )
