@@ -26,8 +26,10 @@ python_bin="${PYTHON:-$(command -v python3.11 || command -v python3)}"
 "$python_bin" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
   || { echo "error: Python >= 3.11 is required ($python_bin is older)" >&2; exit 1; }
 [ -x .venv/bin/python ] || "$python_bin" -m venv .venv
-stamp=".venv/.installed-$(cat pyproject.toml | sha256sum | cut -c1-16)${extras:+-$extras}"
-if [ ! -f "$stamp" ]; then
+hash="$(sha256sum < pyproject.toml | cut -c1-16)"
+stamp=".venv/.installed-$hash${extras:+-$extras}"
+# an install with extras (scripts/test's) holds everything a plain one needs
+if [ ! -f "$stamp" ] && ! { [ -z "$extras" ] && compgen -G ".venv/.installed-$hash-*" >/dev/null; }; then
   echo "installing dpsmooth-spark${extras:+[$extras]} into .venv" >&2
   .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
   .venv/bin/python -m pip install -q --disable-pip-version-check -e ".${extras:+[$extras]}"

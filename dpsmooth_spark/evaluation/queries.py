@@ -50,21 +50,24 @@ class GaussianMixtureQueries:
         """Mean of every query over ``points`` (``(n, d)``, scaled): array ``(len(sigmas), N)``.
 
         Rows go in blocks of about ``cells`` point-kernel distances (32 MB), each kernel
-        evaluated in place: large temporaries cost more in page faults than the exponentials.
+        evaluated in place in two buffers allocated once: large temporaries cost more in page
+        faults than the exponentials.
         """
         n_queries, j, d = self.centres.shape
         flat = self.centres.reshape(-1, d)
         centre_sq = (flat**2).sum(axis=1)
         out = np.zeros((len(sigmas), n_queries * j))
-        chunk = max(1, cells // flat.shape[0])
+        chunk = max(1, min(cells // flat.shape[0], points.shape[0]))
+        sq_buffer = np.empty((chunk, flat.shape[0]))
+        kernel_buffer = np.empty_like(sq_buffer)
         for start in range(0, points.shape[0], chunk):
             block = points[start : start + chunk]
-            sq = block @ flat.T
+            sq, kernel = sq_buffer[: len(block)], kernel_buffer[: len(block)]
+            np.matmul(block, flat.T, out=sq)
             sq *= -2.0
             sq += (block**2).sum(axis=1)[:, None]
             sq += centre_sq[None, :]
             np.maximum(sq, 0.0, out=sq)
-            kernel = np.empty_like(sq)
             for s, sigma in enumerate(sigmas):
                 np.multiply(sq, -1.0 / (2.0 * sigma**2), out=kernel)
                 np.exp(kernel, out=kernel)

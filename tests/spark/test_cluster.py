@@ -53,7 +53,7 @@ def test_spark_submit_to_a_standalone_cluster_equals_the_local_release(
     url, folder = cluster
     assert url.startswith("spark://127.0.0.1:")
     package = subprocess.run(
-        [str(ROOT / "scripts" / "package")],
+        [str(ROOT / "scripts" / "package"), str(tmp_path / "dist")],
         capture_output=True,
         text=True,
         timeout=300,
@@ -76,7 +76,7 @@ def test_spark_submit_to_a_standalone_cluster_equals_the_local_release(
             "--master",
             url,
             "--py-files",
-            str(ROOT / "dist" / "dpsmooth_spark.zip"),
+            str(tmp_path / "dist" / "dpsmooth_spark.zip"),
             str(ROOT / "jobs" / "synthesize.py"),
             "--config",
             str(config),

@@ -58,8 +58,9 @@ def test_cli_set_overrides_config_keys(tmp_path, wdbc_config_dict):
 
 
 def test_package_zip_imports_on_its_own(tmp_path):
+    dist = tmp_path / "dist"
     proc = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "package")],
+        ["bash", str(ROOT / "scripts" / "package"), str(dist)],
         capture_output=True,
         text=True,
         timeout=300,
@@ -67,13 +68,13 @@ def test_package_zip_imports_on_its_own(tmp_path):
         check=False,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    archive = ROOT / "dist" / "dpsmooth_spark.zip"
+    archive = dist / "dpsmooth_spark.zip"
     names = zipfile.ZipFile(archive).namelist()
     assert (
         "dpsmooth_spark/core/kernel.py" in names
         and "dpsmooth_spark/spark/log4j2.properties" in names
     )
-    assert list((ROOT / "dist").glob("dpsmooth_spark-*.whl"))
+    assert list(dist.glob("dpsmooth_spark-*.whl"))
     # what an executor imports, from the zip alone (numpy is the only other need)
     code = (
         "import sys; sys.path.insert(0, sys.argv[1]); import dpsmooth_spark.core.kernel as b; "
