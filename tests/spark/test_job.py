@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -131,36 +130,6 @@ def test_release_on_wdbc_end_to_end(tmp_path, wdbc_config_dict):
     # nothing raw: the exact count is not in the manifest or the summary
     assert '"569"' not in (out / "manifest.json").read_text()
     assert summary["noisy_count"] != 569
-
-
-def test_spark_submit_runs_the_same_job(tmp_path, wdbc_config_dict):
-    import yaml
-
-    data = dict(
-        wdbc_config_dict, output={"path": str(tmp_path / "release")}, seed=3, test_mode=True
-    )
-    config = tmp_path / "c.yaml"
-    config.write_text(yaml.safe_dump(data))
-    spark_submit = Path(sys.executable).parent / "spark-submit"
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
-    proc = subprocess.run(
-        [
-            str(spark_submit),
-            "--master",
-            "local[1]",
-            str(ROOT / "jobs" / "synthesize.py"),
-            "--config",
-            str(config),
-            "--quiet",
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert (tmp_path / "release" / "manifest.json").exists()
 
 
 def test_cli_reports_bad_config_with_exit_code_2(tmp_path):
