@@ -462,25 +462,12 @@ def test_pooled_histogram_audit():
     neighbour = np.vstack([base, [[1.0, 1.0, 1.0]]])
 
     def outputs(table, factor, seed):
-        sums = partial_sums([table], bounds.lower, bounds.upper, params.pass_spec(bounds.d))
-        rng, log = np.random.default_rng(seed), []
-        partial, whole = RecordingNoise(rng, factor, log, 3), RecordingNoise(rng, factor, log)
-        runs, count = [], runs_at(factor)
-        for run in range(count):  # the last one whole: its accountant holds every charge
-            log.clear()
-            accountant = PrivacyAccountant(epsilon)
-            release_until_recorded(
-                whole if run == count - 1 else partial,
-                sums,
-                bounds,
-                params,
-                accountant,
-                np.random.default_rng(0),
-            )
-            runs.append(log[2])  # count, histograms, pooled histogram (then basis sums)
+        runs, sums, _, accountant = mixed_stage_outputs(
+            table, bounds, params, epsilon, None, None, 2, factor, seed
+        )  # count, histograms, pooled histogram, basis sums
         charge = next(c for c in accountant.charges if c.stage == "pooled_histogram")
         assert charge.sensitivity == 3.0 and charge.epsilon == pytest.approx(1.0)
-        return np.array(runs), coarsen_histograms(sums.histograms, 4).sum(axis=0)
+        return runs, coarsen_histograms(sums.histograms, 4).sum(axis=0)
 
     for factor, expect_above in ((1.0, False), (0.5, True)):
         out_d, truth_d = outputs(base, factor, 51)

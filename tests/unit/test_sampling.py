@@ -293,8 +293,9 @@ def test_rows_of_lattice_columns_only_are_drawn_not_herded():
     six lattice columns (4, 7, 3, 50, 41 and 2 levels), three seeds: the drawn rows' pairs
     hold the candidates' own chance structure (mean chi-square per degree of freedom 0.92-1.08,
     at most 1.3 asserted: for independent draws it is about 1 with a spread near 0.1), where
-    the herded picks of the same candidates held 2.07-2.59 (at least 1.4 asserted): herding
-    matches each column's cells greedily and pairs their values by it."""
+    the herded picks of the same candidates held 2.07-2.59 (at least 1.4 asserted, on the
+    first seed: the statistic's power, 9 s of herding a seed): herding matches each column's
+    cells greedily and pairs their values by it."""
     levels = np.array([4, 7, 3, 50, 41, 2])
     assert not herds(500, 20_000, levels)
     assert herds(500, 20_000, np.array([4, 0])) and herds(500, 20_000)
@@ -308,11 +309,11 @@ def test_rows_of_lattice_columns_only_are_drawn_not_herded():
         candidates = -1.0 + 2.0 * codes / (levels - 1)
         weights = np.full(20_000, 1 / 20_000)
         drawn = sample_records(candidates, weights, 20_000, 0.0, rng, 20_000, levels=levels)
-        herded = candidates[
-            herded_indices(candidates, weights, 20_000, herding_cells(levels, levels.size))
-        ]
         assert _pairs_chi2(drawn, levels) <= 1.3, seed
-        assert _pairs_chi2(herded, levels) >= 1.4, seed
+        if seed == 0:
+            cells = herding_cells(levels, levels.size)
+            herded = candidates[herded_indices(candidates, weights, 20_000, cells)]
+            assert _pairs_chi2(herded, levels) >= 1.4
 
 
 def test_stratified_uniforms_hit_every_stratum_once_and_spread_each_keys_rows() -> None:
