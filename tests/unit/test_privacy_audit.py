@@ -73,12 +73,11 @@ class RecordingNoise(NoiseSource):
         return out
 
 
-def release_until_recorded(noise: RecordingNoise, *args, **kwargs):
-    """``release_summary(*args, noise at its place, **kwargs)`` up to the stage where ``noise``
-    has recorded what the audit reads: the summary, or ``None`` where it stopped there."""
-    sums, bounds, params, accountant, *rest = args
+def release_until_recorded(sums, bounds, params, accountant, noise: RecordingNoise, *rest):
+    """``release_summary`` (same arguments) up to the stage where ``noise`` has recorded what
+    the audit reads: the summary, or ``None`` where it stopped there."""
     try:
-        return release_summary(sums, bounds, params, accountant, noise, *rest, **kwargs)
+        return release_summary(sums, bounds, params, accountant, noise, *rest)
     except Recorded:
         return None
 
@@ -106,11 +105,11 @@ def run_stages(table: np.ndarray, factor: float, seed: int, start_seed: int) -> 
     for _ in range(runs_at(factor)):
         noise.log.clear()
         release_until_recorded(
-            noise,
             sums,
             BOUNDS,
             PARAMS,
             PrivacyAccountant(EPSILON),
+            noise,
             np.random.default_rng(start_seed),
         )
         outputs.append([np.ravel(v) for v in noise.log])
@@ -498,11 +497,11 @@ def mixed_stage_outputs(
         log.clear()
         accountant = PrivacyAccountant(epsilon)
         summary = release_until_recorded(
-            whole if run == count - 1 else partial,
             sums,
             bounds,
             params,
             accountant,
+            whole if run == count - 1 else partial,
             np.random.default_rng(0),
             None,
             lattice,
