@@ -53,8 +53,8 @@ def herded_indices(
     ``1 / sqrt(rows)`` in every statistic; herding's error in the kernel's features shrinks like
     ``1 / rows``. Statistics outside the kernel are not controlled: with one-way marginals and
     correlations alone, a rate of a 0/1 column within a category moved by 0.11 at 20,000 rows,
-    which the two-way cells prevent. Cost ``O(rows * C * d)`` (about 0.4 ms a row at
-    ``C = 20,000``, ``d = 30``) plus ``O(C d^2)`` once.
+    which the two-way cells prevent. Cost ``O(rows * C * d)`` (about 0.45 ms a row at
+    ``C = 20,000``, ``d = 30``, 0.27 at ``d = 7``) plus ``O(C d^2)`` once.
     """
     x = np.asarray(points, dtype=np.float64)
     u = np.asarray(weights, dtype=np.float64)
@@ -67,8 +67,7 @@ def herded_indices(
     fine = np.clip(((x + 1.0) * (cells / 2.0)).astype(np.int64), 0, cells - 1)
     coarse = np.clip(((x + 1.0) * (pair_cells / 2.0)).astype(np.int64), 0, pair_cells - 1)
     expected = np.einsum("ci,ij,cj->c", z, second, z, optimize=True) / d**2
-    fine_members: list[tuple[np.ndarray, np.ndarray]] = []  # per column: points sorted by cell,
-    coarse_members: list[tuple[np.ndarray, np.ndarray]] = []  # and cell starts
+    members: list[list[np.ndarray]] = []  # per column, per fine cell: the points in it
     pair_weight = 2.0 / (d * (d - 1)) if d > 1 else 0.0
     for j in range(d):
         expected += np.bincount(fine[:, j], weights=u, minlength=cells[j])[fine[:, j]] / d
@@ -77,27 +76,41 @@ def herded_indices(
                 coarse[:, i] * pair_cells + coarse[:, j], weights=u, minlength=pair_cells**2
             )
             expected += pair_weight * joint[coarse[:, i] * pair_cells + coarse[:, j]]
-        for cell, members, size in (
-            (fine, fine_members, cells[j]),
-            (coarse, coarse_members, pair_cells),
-        ):
-            order = np.argsort(cell[:, j], kind="stable")
-            members.append((order, np.searchsorted(cell[order, j], np.arange(size + 1))))
+        order = np.argsort(fine[:, j], kind="stable")
+        members.append(np.split(order, np.searchsorted(fine[order, j], np.arange(1, cells[j]))))
+    words = _coarse_words(coarse, pair_cells)
     drawn = np.zeros(count)  # sum over the picks so far of k(c, pick)
-    shared = np.zeros(count)
+    shared = np.zeros(count, dtype=np.int32)
+    shared_pairs = np.arange(d + 1.0)  # per s, a pick's pair term for a point sharing s cells
+    shared_pairs = pair_weight * shared_pairs * (shared_pairs - 1.0) / 2.0
+    gain = np.empty(count)
     out = np.empty(rows, dtype=np.int64)
     for t in range(rows):
-        k = int(np.argmax(expected - drawn / (t + 1)))
+        np.subtract(expected, np.divide(drawn, t + 1, out=gain), out=gain)
+        k = int(np.argmax(gain))
         out[t] = k
         drawn += np.square(z @ z[k], dtype=np.float64) / d**2
-        shared[:] = 0.0
-        for j in range(d):
-            order, starts = fine_members[j]
-            drawn[order[starts[fine[k, j]] : starts[fine[k, j] + 1]]] += 1.0 / d
-            order, starts = coarse_members[j]
-            shared[order[starts[coarse[k, j]] : starts[coarse[k, j] + 1]]] += 1.0
-        drawn += pair_weight * shared * (shared - 1.0) / 2.0
+        for j, cell in enumerate(fine[k].tolist()):
+            drawn[members[j][cell]] += 1.0 / d
+        shared[:] = 0  # columns in which each point shares the pick's coarse cell
+        for word in words:
+            shared += np.bitwise_count(word & word[k])
+        drawn += shared_pairs[shared]
     return out
+
+
+def _coarse_words(coarse: np.ndarray, pair_cells: int) -> np.ndarray:
+    """Each point's coarse cells as bits (bit ``j * pair_cells + cell`` set) in 64-bit words,
+    word-major: ``popcount(words[:, c] & words[:, k])`` summed over the words counts the columns
+    in which points ``c`` and ``k`` share a coarse cell (an AND per word rather than a scatter
+    per column: a quarter of the time at 30 columns)."""
+    count, d = coarse.shape
+    points = np.arange(count)
+    words = np.zeros((-(-d * pair_cells // 64), count), dtype=np.uint64)
+    for j in range(d):
+        word, bit = np.divmod(coarse[:, j] + j * pair_cells, 64)
+        words[word, points] |= np.left_shift(1, bit).astype(np.uint64)  # one bit per point
+    return words
 
 
 def herding_cells(levels: np.ndarray | None, d: int) -> np.ndarray:
