@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from dpsmooth_spark.core import kernel
 from dpsmooth_spark.core.bounds import scale_to_unit, unscale_from_unit
 from dpsmooth_spark.core.chebyshev import BasisSet, chebyshev_direct, chebyshev_table
 from dpsmooth_spark.core.kernel import SCALE, ExactSums, partial_sums
@@ -41,7 +42,7 @@ def test_basis_sums_match_direct_evaluation(rng, kind):
     np.testing.assert_allclose(sums.second_moments(), x.T @ x, atol=300 * 2 * QUANTUM)
 
 
-def test_sums_are_exact_and_independent_of_partitioning(rng):
+def test_sums_are_exact_and_independent_of_partitioning(rng, monkeypatch):
     d, degree = 3, 4
     lower, upper = np.zeros(d), np.ones(d)
     data = rng.uniform(-0.2, 1.2, size=(1001, d))
@@ -53,6 +54,10 @@ def test_sums_are_exact_and_independent_of_partitioning(rng):
     assert (merged.gram == whole.gram).all()
     batched = partial_sums(np.array_split(data, 13), lower, upper, degree)
     assert (batched.gram == whole.gram).all()
+    # a batch's design matrix built in chunks of 50 rows (the last one short)
+    monkeypatch.setattr(kernel, "GEMM_CHUNK_VALUES", 50 * (1 + d * degree))
+    chunked = partial_sums([data], lower, upper, degree)
+    assert (chunked.gram == whole.gram).all()
     assert whole.rows_clamped == int(((data < 0) | (data > 1)).any(axis=1).sum())
 
 
