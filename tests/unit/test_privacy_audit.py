@@ -59,7 +59,8 @@ class Recorded(Exception):
 
 @dataclass(frozen=True)
 class RecordingNoise(NoiseSource):
-    """Records every noisy vector the mechanism releases; ``factor`` < 1 miscalibrates it."""
+    """Records every noisy vector the mechanism releases; ``factor`` < 1 miscalibrates it, and
+    ``stop_after`` ends the release with :class:`Recorded` once the log holds that many."""
 
     factor: float = 1.0
     log: list = field(default_factory=list)

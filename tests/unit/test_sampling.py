@@ -294,7 +294,7 @@ def test_rows_of_lattice_columns_only_are_drawn_not_herded():
     hold the candidates' own chance structure (mean chi-square per degree of freedom 0.92-1.08,
     at most 1.3 asserted: for independent draws it is about 1 with a spread near 0.1), where
     the herded picks of the same candidates held 2.07-2.59 (at least 1.4 asserted, on the
-    first seed: the statistic's power, 9 s of herding a seed): herding matches each column's
+    first seed: the statistic's power, 5 s of herding a seed): herding matches each column's
     cells greedily and pairs their values by it."""
     levels = np.array([4, 7, 3, 50, 41, 2])
     assert not herds(500, 20_000, levels)
