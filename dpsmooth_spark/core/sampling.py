@@ -81,8 +81,8 @@ def herded_indices(
     words = _coarse_words(coarse, pair_cells)
     drawn = np.zeros(count)  # sum over the picks so far of k(c, pick)
     shared = np.zeros(count, dtype=np.int32)
-    shared_pairs = np.arange(d + 1.0)  # per s, a pick's pair term for a point sharing s cells
-    shared_pairs = pair_weight * shared_pairs * (shared_pairs - 1.0) / 2.0
+    sharing = np.arange(d + 1.0)  # columns in which a point shares the pick's coarse cell
+    shared_pairs = pair_weight * sharing * (sharing - 1.0) / 2.0  # the pick's pair term there
     gain = np.empty(count)
     out = np.empty(rows, dtype=np.int64)
     for t in range(rows):
