@@ -42,15 +42,13 @@ def marginal_plot(real: np.ndarray, synthetic: np.ndarray, columns: list[str]) -
         if i >= d:
             ax.axis("off")
             continue
-        ax.hist(real[:, i], bins=bins, density=True, alpha=0.5, label="real", color="tab:blue")
-        ax.hist(
-            synthetic[:, i],
-            bins=bins,
-            density=True,
-            alpha=0.5,
-            label="synthetic",
-            color="tab:orange",
-        )
+        # one filled step artist per histogram: 30 bar patches each made the plot seconds slower
+        for values, label, color in (
+            (real, "real", "tab:blue"),
+            (synthetic, "synthetic", "tab:orange"),
+        ):
+            density = np.histogram(values[:, i], bins=bins, density=True)[0]
+            ax.stairs(density, bins, fill=True, alpha=0.5, label=label, color=color)
         ax.set_title(columns[i], fontsize=7)
         ax.tick_params(labelsize=6)
     axes[0, 0].legend(fontsize=6)
