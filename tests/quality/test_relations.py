@@ -91,8 +91,8 @@ def test_a_hubs_biased_histogram_does_not_make_the_fit_invent_relations():
     fit keeps that marginal and explains the pair answers by relations: mean |corr| of the label
     with the columns 0.12 and 0.09 in seeds 0 and 2 (0.010-0.015 in 1 and 3, where the fit moved
     the label's mean instead). With ``hub_means`` the pairs put the mean back: at most 0.017 in
-    every seed, and the fitted mean closer to the data's in every seed. Seeded; all four seeds
-    are checked."""
+    every seed, and the fitted mean closer to the data's in every seed. Seeded; seeds 0 and 1
+    are checked, one of each kind of failure."""
     from dpsmooth_spark.core.marginals import weighted_correlation
     from dpsmooth_spark.mechanisms.synthesizer import fit_from_summary
 
@@ -103,7 +103,7 @@ def test_a_hubs_biased_histogram_does_not_make_the_fit_invent_relations():
     bounds = {c: (0.0, 1.0) for c in table}
     true_mean = 2 * table["label"].mean() - 1
     invented = []
-    for seed in range(4):
+    for seed in range(2):
         params = SynthesizerParams(pair_columns=("label",), candidates=5000)
         summary = (
             ArraySynthesizer(1.0, bounds, params=params, levels={"label": 2}, random_state=seed)
