@@ -620,14 +620,17 @@ def marginal_candidates(
     rng: np.random.Generator,
     correlation: np.ndarray | None = None,
     copula_share: float = 0.5,
-) -> tuple[np.ndarray, np.ndarray]:
-    """``count`` candidates and their log prior weights (independent columns).
+    reference: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``count`` candidates, their log prior weights (independent columns) and their log
+    weights under the Gaussian copula of ``reference``.
 
     Without ``correlation`` every candidate comes from the product of the marginals and the prior
     is uniform. With it, ``copula_share`` of them come from the Gaussian copula with that
     correlation, the rest from the product; the proposal density is the mixture
     ``q = (1 - s) p_ind + s p_ind c_R(z)`` (``c_R`` the copula density), so the prior weight
-    ``p_ind / q = 1 / (1 - s + s c_R(z))`` needs no marginal densities.
+    ``p_ind / q = 1 / (1 - s + s c_R(z))`` needs no marginal densities, nor does the weight
+    ``p_ind c_S(z) / q`` of the marginals joined by the copula of another correlation ``S``.
 
     Args:
         marginals: private one-way marginals.
@@ -635,14 +638,20 @@ def marginal_candidates(
         rng: public randomness.
         correlation: ``(d, d)`` private correlation matrix (positive definite), or ``None``.
         copula_share: share of candidates drawn from the copula.
+        reference: ``(d, d)`` correlation ``S`` (positive definite) of the third output, or
+            ``None`` (it is then the prior).
 
     Returns:
-        ``(candidates (C, d) in (-1, 1), log prior weights (C,))``.
+        ``(candidates (C, d) in (-1, 1), log prior weights (C,), log reference weights (C,))``.
     """
     d = marginals.probabilities.shape[0]
     if correlation is None or d < 2 or copula_share <= 0:
         u = rng.random((count, d))
-        return marginals.quantile(u), np.zeros(count)
+        points = marginals.quantile(u)
+        if reference is None or d < 2:
+            return points, np.zeros(count), np.zeros(count)
+        scores = ndtri(np.clip(u, 1e-12, 1.0 - 1e-12))
+        return points, np.zeros(count), gaussian_copula_log_density(scores, reference)
     from_copula = round(copula_share * count)
     chol = np.linalg.cholesky(correlation)
     z = np.vstack(
@@ -657,7 +666,9 @@ def marginal_candidates(
     log_c = gaussian_copula_log_density(ndtri(u), correlation, chol)
     with np.errstate(divide="ignore"):  # copula_share = 1: no product share, log(0) = -inf
         log_q = np.logaddexp(np.log1p(-copula_share), np.log(copula_share) + log_c)
-    return points, -log_q
+    if reference is None:
+        return points, -log_q, -log_q
+    return points, -log_q, gaussian_copula_log_density(ndtri(u), reference) - log_q
 
 
 def gaussian_copula_log_density(

@@ -229,14 +229,13 @@ def test_anchor_pairs_alone_keep_the_labels_relations_and_what_they_imply():
     )
 
 
-def test_james_stein_targets_keep_clear_relations_that_the_ball_weakens():
+def test_the_maximum_entropy_step_keeps_clear_relations_under_either_target():
     """2000 rows at epsilon 0.5 (3 seeds): the fitted correlations of the two clear pairs (0.8
-    and -0.5) are never further from the real ones with ``group_shrinkage: james_stein`` than
-    with the chi-square ball, and closer in some seed by more than 0.03 (measured closer in every
-    seed, by 0.02-0.10: a-b 0.65 vs 0.55 at seed 2), while the independent pair stays independent
-    (|corr| < 0.1). (At epsilon 1 the monotone spread factors make the pairs clear
-    enough that both targets fit them alike.)"""
-    gains = []
+    and -0.5) are within 0.12 of the real ones in every seed, never further with
+    ``group_shrinkage: james_stein`` than with the chi-square ball, and the independent pair
+    stays independent (|corr| < 0.1). Measured: at most 0.10 off (seed 0) under either target.
+    With the independent prior as the step's reference (``reference_correlation`` not used)
+    the 0.8 pair came back at 0.51 / 0.60 / 0.76 (james_stein) and 0.49 / 0.58 / 0.66 (ball)."""
     for seed in range(3):
         table, bounds = correlated_table(np.random.default_rng(seed), n=2000)
         real = np.corrcoef(np.column_stack([table[k] for k in "abc"]).T)
@@ -247,9 +246,8 @@ def test_james_stein_targets_keep_clear_relations_that_the_ball_weakens():
             corr = fitted_correlation(synth.result_)
             errors[shrinkage] = np.abs(corr - real)[[0, 1], [1, 2]]
             assert abs(corr[0, 2]) < 0.1
+            assert np.all(errors[shrinkage] <= 0.12), (seed, shrinkage, errors[shrinkage])
         assert np.all(errors["james_stein"] <= errors["ball"] + 1e-3)
-        gains.append(float((errors["ball"] - errors["james_stein"]).max()))
-    assert max(gains) > 0.03
 
 
 def block_factor_table(seed: int, n: int = 20_000, d: int = 60) -> dict[str, np.ndarray]:

@@ -249,7 +249,7 @@ def test_candidates_prior_is_independent_whatever_the_copula_share(rng):
     probs = np.vstack([np.linspace(1, 3, 64), np.linspace(3, 1, 64)])
     marginals = GridMarginals(probs / probs.sum(axis=1, keepdims=True))
     corr = np.array([[1.0, 0.8], [0.8, 1.0]])
-    points, log_prior = marginal_candidates(marginals, 200_000, rng, corr, copula_share=0.5)
+    points, log_prior, _ = marginal_candidates(marginals, 200_000, rng, corr, copula_share=0.5)
     unweighted = np.corrcoef(points.T)[0, 1]
     weights = np.exp(log_prior - log_prior.max())
     weights /= weights.sum()
@@ -268,9 +268,9 @@ def test_closest_fit_starts_from_the_copula_the_candidates_were_drawn_from(rng):
     probs = np.vstack([np.linspace(1, 3, 64), np.linspace(3, 1, 64)])
     marginals = GridMarginals(probs / probs.sum(axis=1, keepdims=True))
     corr = np.array([[1.0, 0.8], [0.8, 1.0]])
-    points, log_prior = marginal_candidates(marginals, 200_000, rng, corr, copula_share=0.3)
+    points, log_prior, _ = marginal_candidates(marginals, 200_000, rng, corr, copula_share=0.3)
     start = Candidates(points, log_prior, marginals, copula_share=0.3).start_weights()
-    copula_only, _ = marginal_candidates(marginals, 200_000, rng, corr, copula_share=1.0)
+    copula_only, _, _ = marginal_candidates(marginals, 200_000, rng, corr, copula_share=1.0)
     mean = start @ points
     cov = (points - mean).T @ ((points - mean) * start[:, None])
     assert start.min() >= 0 and start.sum() == pytest.approx(1.0)
@@ -280,6 +280,31 @@ def test_closest_fit_starts_from_the_copula_the_candidates_were_drawn_from(rng):
     assert np.corrcoef(points.T)[0, 1] < 0.3  # unweighted: mostly product draws
     prior = Candidates(points, log_prior, marginals).start_weights()  # no copula: the prior
     np.testing.assert_allclose(prior, Candidates(points, log_prior, marginals).prior_weights())
+
+
+def test_reference_weights_join_the_marginals_by_the_reference_copula(rng):
+    """Reweighted by the third output, candidates drawn half from a copula of 0.8 have the
+    reference's correlation (0.4, and 0 for an identity reference) and keep the marginals (200k
+    points: sampling error of a correlation about 0.003; the tolerance is 0.02)."""
+    probs = np.vstack([np.linspace(1, 3, 64), np.linspace(3, 1, 64)])
+    marginals = GridMarginals(probs / probs.sum(axis=1, keepdims=True))
+    corr = np.array([[1.0, 0.8], [0.8, 1.0]])
+    centres = GridMarginals.centres(64)
+    for target in (0.4, 0.0):
+        reference = np.array([[1.0, target], [target, 1.0]])
+        points, _, log_reference = marginal_candidates(
+            marginals, 200_000, rng, corr, copula_share=0.5, reference=reference
+        )
+        weights = np.exp(log_reference - log_reference.max())
+        weights /= weights.sum()
+        mean = weights @ points
+        cov = (points - mean).T @ ((points - mean) * weights[:, None])
+        pearson = cov[0, 1] / np.sqrt(cov[0, 0] * cov[1, 1])
+        copula = np.corrcoef(
+            marginal_candidates(marginals, 200_000, rng, reference, copula_share=1.0)[0].T
+        )[0, 1]
+        assert pearson == pytest.approx(copula, abs=0.02), (target, pearson, copula)
+        np.testing.assert_allclose(mean, marginals.probabilities @ centres, atol=0.01)
 
 
 def test_copula_density_integrates_to_one(rng):

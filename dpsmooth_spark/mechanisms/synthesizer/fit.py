@@ -140,7 +140,7 @@ def fit_weights(
             z,
             1.0,
             groups,
-            support.log_prior,
+            support.reference_log_weights(),
             params.fit_slack,
             tolerance if shrunk is None else shrunk,
             timings=timings,
@@ -204,7 +204,7 @@ def _keep_prior_marginals(
     of 78 levels, ``benchmarks relation``) keeps 11 times its noise's chi-square and its
     correlation 0.69 with bmi comes out at 0.57-0.59 (six seeds) instead of 0.60-0.62
     (``test_a_lattice_columns_slack_is_not_its_candidates_sampling_noise``); on continuous
-    columns, ``test_james_stein_targets_keep_clear_relations_that_the_ball_weakens``. With
+    columns, ``test_the_maximum_entropy_step_keeps_clear_relations_under_either_target``. With
     ``shrunk`` (:attr:`NoisySummary.shares_shape`), a continuous column's histogram is read as
     the marginal the candidates were drawn from, its noise kept: within the chi-square the
     shrinkage left, the fit moved the marginals of the 100-column factor table back towards

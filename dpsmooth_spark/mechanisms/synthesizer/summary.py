@@ -696,7 +696,9 @@ class NoisySummary:
         ]
         return np.clip(var, VARIANCE_FLOOR, 1.0)
 
-    def pair_correlations(self, noise: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def pair_correlations(
+        self, noise: bool = True, probabilities: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The measured pairs ``(m, 2)``, their private correlations ``(m,)`` and the noise
         standard deviation of each ``(m,)``: a ``T_1(x_i) T_1(x_j)`` answer as
         ``(b - mean_i mean_j) / (sd_i sd_j)`` (the private mean and :meth:`variances`), a pair on
@@ -704,7 +706,8 @@ class NoisySummary:
         expected (its noise: :func:`core.factors.copula_correlations_and_noise`, near
         independence; with ``noise=False`` the spread-factor pairs' noise is not computed and
         is ``NaN``). Not clipped: where the noise is large a ``T_1 T_1`` answer may give one
-        outside ``[-1, 1]``."""
+        outside ``[-1, 1]``. ``probabilities``: ``(d, cells)`` marginals to read the spread-factor
+        pairs under (default :meth:`marginal_probabilities`)."""
         mean = self.mean()
         sd = np.sqrt(self.variances(mean))
         n = max(self.noisy_count, 1.0)
@@ -724,7 +727,8 @@ class NoisySummary:
             and self.factor_sums is not None
             and self.histograms is not None
         ):
-            probabilities = self.marginal_probabilities()
+            if probabilities is None:
+                probabilities = self.marginal_probabilities()
             answers = np.clip(self.factor_sums / n, -1.0, 1.0)
             pairs += list(self.factor_pairs.pairs)
             if noise:
@@ -757,14 +761,23 @@ class NoisySummary:
 
     @cached_property
     def _completed(self) -> np.ndarray | None:
-        pairs, rho, std = self.pair_correlations()
+        pairs, rho, _, shrink = self.shrunk_pair_correlations()
         if not pairs.size:
             return None
+        return max_entropy_correlation(self.basis.d, pairs, rho * shrink)
+
+    def shrunk_pair_correlations(
+        self, probabilities: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`pair_correlations` and each pair's shrinkage by its noise, ``1 - std^2 /
+        rho^2`` (0 within one deviation; a quadrant pair's 0 short of
+        :func:`quadrant_threshold`)."""
+        pairs, rho, std = self.pair_correlations(probabilities=probabilities)
         shrink = np.clip(1.0 - std**2 / np.maximum(rho**2, 1e-12), 0.0, 1.0)
         related = self.quadrant_relations()
         if related.size:  # pair_correlations appends the quadrant pairs last
             shrink[rho.size - related.size :][~related] = 0.0
-        return max_entropy_correlation(self.basis.d, pairs, rho * shrink)
+        return pairs, rho, std, shrink
 
     def _quadrant_correlations(self, quadrants: NoisyStatistic) -> tuple[np.ndarray, np.ndarray]:
         """The quadrant pairs' copula correlations ``sin(pi q / 2)`` and their noise std."""
