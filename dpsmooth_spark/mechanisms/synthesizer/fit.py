@@ -202,7 +202,8 @@ def _keep_prior_marginals(
     candidate can fill. Neither kind takes the chi-square of the candidates' own marginal, which
     adds their sampling noise and lets the fit weaken clear relations: with it, age (a lattice
     of 78 levels, ``benchmarks relation``) keeps 11 times its noise's chi-square and its
-    correlation 0.69 with bmi comes out at 0.57-0.59 (six seeds) instead of 0.60-0.62
+    correlation 0.69 with bmi came out at 0.57-0.59 (six seeds) instead of 0.60-0.62 (with the
+    independent prior as the maximum-entropy reference)
     (``test_a_lattice_columns_slack_is_not_its_candidates_sampling_noise``); on continuous
     columns, ``test_the_maximum_entropy_step_keeps_clear_relations_under_either_target``. With
     ``shrunk`` (:attr:`NoisySummary.shares_shape`), a continuous column's histogram is read as
