@@ -648,7 +648,7 @@ def marginal_candidates(
     if correlation is None or d < 2 or copula_share <= 0:
         u = rng.random((count, d))
         points = marginals.quantile(u)
-        if reference is None or d < 2:
+        if reference is None or d < 2:  # independent candidates: the prior is uniform
             return points, np.zeros(count), np.zeros(count)
         scores = ndtri(np.clip(u, 1e-12, 1.0 - 1e-12))
         return points, np.zeros(count), gaussian_copula_log_density(scores, reference)
@@ -663,12 +663,13 @@ def marginal_candidates(
     u = np.clip(ndtr(z), 1e-12, 1.0 - 1e-12)
     points = marginals.quantile(u)
     # z of every point under the product (its own uniforms) gives the copula density.
-    log_c = gaussian_copula_log_density(ndtri(u), correlation, chol)
+    scores = ndtri(u)
+    log_c = gaussian_copula_log_density(scores, correlation, chol)
     with np.errstate(divide="ignore"):  # copula_share = 1: no product share, log(0) = -inf
         log_q = np.logaddexp(np.log1p(-copula_share), np.log(copula_share) + log_c)
     if reference is None:
         return points, -log_q, -log_q
-    return points, -log_q, gaussian_copula_log_density(ndtri(u), reference) - log_q
+    return points, -log_q, gaussian_copula_log_density(scores, reference) - log_q
 
 
 def gaussian_copula_log_density(
