@@ -287,7 +287,7 @@ def private_correlation(
 
 REFERENCE_DEVIATIONS = 4.0
 """A measured pair enters :func:`reference_correlation` only where its private correlation
-exceeds this many noise deviations. Every pair is measured whatever the table holds, and the
+exceeds this many noise deviations. A pair is measured whatever the table holds, and the
 step keeps what its reference holds: at one deviation (the completed correlation's cut), on
 2,000 rows of 6 independent columns at epsilon 1 the largest released correlation exceeded 0.1
 on 3 seeds of 5 (``test_independent_columns_stay_independent``); Laplace tails pass 3
@@ -307,8 +307,6 @@ def reference_correlation(summary: NoisySummary, marginals: GridMarginals) -> np
     ``marginals``, the candidates' (a hub's mean from its pairs, :func:`hub_marginals`): under a
     histogram whose mean is off, every pair of that column reads as a relation. ``None`` when no
     pair is measured."""
-    if summary.basis.d < 2:
-        return None
     pairs, rho, std, shrink = summary.shrunk_pair_correlations(marginals.probabilities)
     if not pairs.size:
         return None
@@ -432,6 +430,4 @@ def make_candidates(
         at = np.isin(lattice_level(points[:, group.column], group.levels), group.group)
         points[at, group.column] = -1.0 + 2.0 * group.representative / (group.levels - 1)
     share = copula_share if correlation is not None and summary.basis.d >= 2 else 0.0
-    return Candidates(
-        points, log_prior, marginals, share, rare, None if reference is None else log_reference
-    )
+    return Candidates(points, log_prior, marginals, share, rare, log_reference)
