@@ -16,6 +16,10 @@ import numpy as np
 PAPER_SIGMAS = (2.0, 4.0, 6.0, 8.0, 10.0)
 """The kernel widths of the paper's tables."""
 
+FLOAT32_EXPONENT = 80.0
+"""Largest kernel exponent ``|x - c|^2 / (2 sigma^2)`` evaluated in float32, whose smallest
+normal number is exp(-87)."""
+
 PAPER_WDBC_EPS1 = {
     "worst_abs": {2.0: 0.032, 4.0: 0.060, 6.0: 0.038, 8.0: 0.027, 10.0: 0.019},
     "worst_rel": {2.0: 0.510, 4.0: 0.127, 6.0: 0.053, 8.0: 0.034, 10.0: 0.022},
@@ -49,19 +53,23 @@ class GaussianMixtureQueries:
     ) -> np.ndarray:
         """Mean of every query over ``points`` (``(n, d)``, scaled): array ``(len(sigmas), N)``.
 
-        Rows go in blocks of about ``cells`` point-kernel distances (32 MB), each kernel
-        evaluated in place in two buffers allocated once: large temporaries cost more in page
-        faults than the exponentials.
+        Rows go in blocks of about ``cells`` point-kernel distances, each kernel evaluated in
+        place in two buffers allocated once: large temporaries cost more in page faults than the
+        exponentials. The kernels are float32 (three times as fast) where no kernel can
+        underflow there (:data:`FLOAT32_EXPONENT`); each block's sums are float64. A kernel's
+        relative error is then below 1e-5, far below any release's query error.
         """
         n_queries, j, d = self.centres.shape
-        flat = self.centres.reshape(-1, d)
+        widest = 4.0 * d / (2.0 * min(sigmas) ** 2)  # the largest exponent: |x - c|^2 <= 4 d
+        dtype = np.float32 if widest <= FLOAT32_EXPONENT else np.float64
+        flat = self.centres.reshape(-1, d).astype(dtype)
         centre_sq = (flat**2).sum(axis=1)
         out = np.zeros((len(sigmas), n_queries * j))
         chunk = max(1, min(cells // flat.shape[0], points.shape[0]))
-        sq_buffer = np.empty((chunk, flat.shape[0]))
+        sq_buffer = np.empty((chunk, flat.shape[0]), dtype=dtype)
         kernel_buffer = np.empty_like(sq_buffer)
         for start in range(0, points.shape[0], chunk):
-            block = points[start : start + chunk]
+            block = points[start : start + chunk].astype(dtype)
             sq, kernel = sq_buffer[: len(block)], kernel_buffer[: len(block)]
             np.matmul(block, flat.T, out=sq)
             sq *= -2.0
@@ -71,7 +79,7 @@ class GaussianMixtureQueries:
             for s, sigma in enumerate(sigmas):
                 np.multiply(sq, -1.0 / (2.0 * sigma**2), out=kernel)
                 np.exp(kernel, out=kernel)
-                out[s] += kernel.sum(axis=0)
+                out[s] += kernel.sum(axis=0, dtype=np.float64)
         out /= max(points.shape[0], 1)
         per_kernel = out.reshape(len(sigmas), n_queries, j)
         return (per_kernel * self.weights[None]).sum(axis=2)
