@@ -858,9 +858,12 @@ def _one_way_start(model: GraphicalModel, observed: Sequence[Observed]) -> Graph
     potentials = list(model.potentials)
     seen: set[Scope] = set()
     for o in observed:
-        if not o.linear and len(o.scope) == 1 and o.scope not in seen:
+        runs = o.groups[0] if o.groups is not None and o.weights is None else None
+        if (not o.linear or runs is not None) and len(o.scope) == 1 and o.scope not in seen:
             seen.add(o.scope)
             share = project_to_simplex(np.asarray(o.values, dtype=np.float64))
+            if runs is not None:  # a run's share even over its cells
+                share = share[runs] / np.bincount(runs)[runs]
             k = model.scopes.index(o.scope)
             potentials[k] = np.log(np.maximum(share, EMPTY)).reshape(potentials[k].shape)
     return replace(model, potentials=potentials)

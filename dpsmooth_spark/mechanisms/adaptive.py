@@ -5,7 +5,8 @@ otherwise). The candidates are the 1-, 2- and 3-way marginals of those cells, ea
 :class:`Candidate` record whose exact answer one data pass computes. The loop on the driver:
 
 1. measures every one-way marginal (the first's noisy total decides whether later rounds pair
-   up, :data:`MIN_SIGNAL`, and which columns the later tables may read in coarser cells,
+   up, :data:`MIN_SIGNAL`, in how many cells the other one-ways are measured,
+   ``Tables.first_cells``, and which columns the later tables may read in coarser cells,
    ``Tables.coarsen``);
 2. then, round after round, estimates the table (``core.graphical.fit_model``, warm-started),
    scores every candidate by its weighted L1 error under the estimate less the error its noise
@@ -259,6 +260,7 @@ def run_loop(
     def first_round(c: Candidate, share: float, total: float) -> list[Measurement]:
         """``c`` and the table that may follow it, from ``c``'s budget (``Tables.reserve``)."""
         kept = tables.reserve(c, share, total, noise_std) * share
+        c = tables.first_cells(c, total, noise_std(share - kept))
         found = [measure(c, share - kept, 0)]
         return [*found, measure(tables.follow(c), kept, 0)] if kept > 0.0 else found
 

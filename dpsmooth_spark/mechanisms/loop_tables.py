@@ -86,6 +86,11 @@ class Tables:
         noise standard deviation of a count measured at ``budget``."""
         return 0.0
 
+    def first_cells(self, c: Candidate, total: float, std: float) -> Candidate:
+        """First-round table ``c`` as measured, given the rows' noisy count ``total`` and the
+        noise standard deviation ``std`` of its counts (here as it is)."""
+        return c
+
     def follow(self, c: Candidate) -> Candidate:
         """The table measured after first-round table ``c`` with the budget :meth:`reserve`
         kept."""

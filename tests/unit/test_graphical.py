@@ -430,3 +430,15 @@ def test_a_coarse_table_is_the_marginal_summed_over_groups_and_the_fit_meets_it(
     np.testing.assert_allclose(observed.answer(fitted), coarse.ravel(), atol=2e-3)
     np.testing.assert_allclose(fitted.sum(axis=1), joint.sum(axis=1), atol=2e-3)
     assert not np.allclose(fitted, np.outer(joint.sum(axis=1), joint.sum(axis=0)), atol=2e-3)
+
+
+def test_a_one_way_in_runs_of_cells_starts_the_fit_even_within_each_run() -> None:
+    """A one-way measured in runs of its cells (``Observed.groups`` on one column) starts the
+    fit as the runs' noisy shares projected onto the simplex, each spread evenly over its run's
+    cells: with no other measurement of the column the model is exactly that, not mirror
+    descent's slow way from the uniform model."""
+    runs = np.arange(8) // 2
+    observed = Observed((0,), np.array([0.5, 0.3, 0.25, -0.05]), 0.01, groups=(runs,))
+    model = fit_model((8, 3), [observed, Observed((1,), np.array([0.2, 0.3, 0.5]), 0.01)], 0)
+    expected = np.repeat([29.0, 17.0, 14.0, 0.0], 2) / 120.0  # each less 1/60, then halved
+    np.testing.assert_allclose(model.marginal((0,)).ravel(), expected, atol=1e-9)

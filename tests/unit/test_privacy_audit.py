@@ -748,35 +748,48 @@ def test_adaptive_marginal_audit():
     assert_calibrated(outputs, base, neighbour, (93, 94), shift, 0.0)
 
 
-@pytest.mark.parametrize("kind", ["points", "shape"])
+@pytest.mark.parametrize("kind", ["points", "runs", "shape"])
 def test_adaptive_points_and_shape_audit(kind):
-    """A continuous column's first-round one-way with its bounds apart, and its shape
-    (privacy.md 3j), with epsilon = 1, through ``adaptive._measure`` on the counts the kernel
-    counts: the added record sits on the upper bound, a cell of its own (``points``), or inside
-    the bounds in the last sub-cell (``shape``), and moves that one count by 1 (its L1
-    sensitivity, as a histogram's)."""
+    """A continuous column's first-round one-way with its bounds apart, the same in 8 runs of
+    its cells, and its shape (privacy.md 3j), with epsilon = 1, through ``adaptive._measure``
+    on the counts the kernel counts (the runs' as ``RecordTables.exact`` sums them): the added
+    record sits on the upper bound, a cell of its own (``points``), in the last cell, so the
+    last run (``runs``), or inside the bounds in the last sub-cell (``shape``), and moves that
+    one count by 1 (its L1 sensitivity, as a histogram's)."""
     from dpsmooth_spark.core.cell_marginals import CellCoding, CellMarginals
-    from dpsmooth_spark.mechanisms import adaptive
+    from dpsmooth_spark.mechanisms import adaptive, records
+    from dpsmooth_spark.mechanisms.loop_tables import Candidate
 
     coding = CellCoding((0,), (False,), (False,))
     spec = CellMarginals(coding, ((0,),), coding.points, coding.points)
     base = np.random.default_rng(0).uniform(-0.9, 0.9, size=(40, 1))
-    neighbour = np.vstack([base, [[1.0 if kind == "points" else 0.999]]])
-    split = spec.split_points if kind == "points" else spec.split_shapes
+    added = {"points": 1.0, "runs": 0.95, "shape": 0.999}[kind]
+    neighbour = np.vstack([base, [[added]]])
+
+    def exact_counts(table):
+        counts = spec.counts(table).astype(np.float64)
+        if kind == "shape":
+            return spec.split_shapes(counts)[0]
+        points = spec.split_points(counts)
+        if kind == "points":
+            return points[0]
+        tables = records.RecordTables(coding, spec.split(counts).__getitem__, points, 1)
+        return tables.exact(Candidate((0,), 10, 1.0, records.POINTS))  # 8 runs and 2 bounds
 
     def outputs(table, factor, seed):
-        exact = split(spec.counts(table).astype(np.float64))[0]
+        exact = exact_counts(table)
         noise = RecordingNoise(np.random.default_rng(seed), factor)
         runs = []
         for _ in range(2 * RUNS):
             accountant = PrivacyAccountant(1.0)
-            measured = adaptive._measure((0,), exact, 1.0, accountant, noise, 0, kind)
+            stage = records.POINTS if kind == "runs" else kind
+            measured = adaptive._measure((0,), exact, 1.0, accountant, noise, 0, stage)
             runs.append(measured.values)
         assert accountant.spent_epsilon() == pytest.approx(1.0)
         return np.array(runs), exact
 
-    shift = np.zeros(18 if kind == "points" else 256)
-    shift[-1] = 1.0
+    shift = np.zeros({"points": 18, "runs": 10, "shape": 256}[kind])
+    shift[-2 if kind == "runs" else -1] = 1.0
     assert_calibrated(outputs, base, neighbour, (97, 98), shift, 0.0)
 
 
