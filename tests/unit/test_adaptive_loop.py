@@ -275,25 +275,28 @@ def test_a_small_tables_pair_is_read_in_coarser_cells_and_keeps_its_relation() -
     np.testing.assert_allclose(again.model.marginal((0, 1)), result.model.marginal((0, 1)))
 
 
-def test_a_small_tables_one_ways_are_measured_in_runs_of_cells() -> None:
-    """200 rows of six columns, each half N(3, 1) and half N(7, 1) on bounds [0, 10], at
-    epsilon 0.3: 16 cells would get about 12 rows each against 28 of noise, and the one-ways
-    after the first are measured in 4 or 8 equal runs of cells (``records.RUN_SIGNAL``). Over
-    eight seeded releases the mean W1 of those five columns is
-    below 1.15 (0.95; with 16 cells, the mutant, 1.41: the noise spread their values over the
-    bounds). The retry's replay gives back the same model."""
-    from scipy.stats import wasserstein_distance
-
-    from dpsmooth_spark.mechanisms import records
-
-    rng = np.random.default_rng(5)
+def _two_humps(rng: np.random.Generator) -> tuple[pd.DataFrame, list[dict]]:
+    """200 rows of six columns, each half N(3, 1) and half N(7, 1) on bounds [0, 10]."""
     real = pd.DataFrame(
         {
             c: np.where(rng.random(200) < 0.5, rng.normal(3, 1, 200), rng.normal(7, 1, 200))
             for c in "abcdef"
         }
     ).clip(0.0, 10.0)
-    columns = [{"name": c, "lower": 0.0, "upper": 10.0} for c in real.columns]
+    return real, [{"name": c, "lower": 0.0, "upper": 10.0} for c in real.columns]
+
+
+def test_a_small_tables_one_ways_are_measured_in_runs_of_cells() -> None:
+    """:func:`_two_humps` at epsilon 0.3: 16 cells would get about 12 rows each against 28 of
+    noise, and the one-ways after the first are measured in 4 or 8 equal runs of cells
+    (``records.RUN_SIGNAL``). Over eight seeded releases the mean W1 of those five columns is
+    below 1.15 (0.95; with 16 cells, the mutant, 1.41: the noise spread their values over the
+    bounds). The retry's replay gives back the same model."""
+    from scipy.stats import wasserstein_distance
+
+    from dpsmooth_spark.mechanisms import records
+
+    real, columns = _two_humps(np.random.default_rng(5))
     distances = []
     for seed in range(8):
         synth = Synthesizer(columns, 0.3, mechanism={"method": "adaptive"}, random_state=seed)
@@ -310,20 +313,14 @@ def test_a_small_tables_one_ways_are_measured_in_runs_of_cells() -> None:
 
 
 def test_a_point_mass_on_a_bound_of_a_column_in_runs_comes_back() -> None:
-    """The table above with ``f`` 0 (its lower bound) on 37% of the rows, at epsilon 1: ``f``
+    """:func:`_two_humps` with ``f`` 0 (its lower bound) on 37% of the rows, at epsilon 1: ``f``
     is measured in 8 runs, and where its bound's count shows rows (seven of eight seeded
     releases) the edge cell leaves its run and holds them. The releases put 0.38 of ``f`` on 0
     on average (0.29-0.48); with the bound's count added to its run, spread over the run's two
     cells (the mutant), 0.22 (0.14-0.34)."""
     rng = np.random.default_rng(5)
-    real = pd.DataFrame(
-        {
-            c: np.where(rng.random(200) < 0.5, rng.normal(3, 1, 200), rng.normal(7, 1, 200))
-            for c in "abcdef"
-        }
-    ).clip(0.0, 10.0)
+    real, columns = _two_humps(rng)
     real.loc[rng.random(200) < 0.4, "f"] = 0.0
-    columns = [{"name": c, "lower": 0.0, "upper": 10.0} for c in real.columns]
     shares = []
     for seed in range(8):
         synth = Synthesizer(columns, 1.0, mechanism={"method": "adaptive"}, random_state=seed)
