@@ -849,6 +849,12 @@ EMPTY = 1e-12
 far below any count a release resolves, yet a potential later measurements can still raise."""
 
 
+def spread_evenly(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """One column's ``values`` per group as values per cell (``groups``: the group of each
+    cell), each group's spread evenly over its cells."""
+    return values[groups] / np.bincount(groups)[groups]
+
+
 def _one_way_start(model: GraphicalModel, observed: Sequence[Observed]) -> GraphicalModel:
     """``model`` (uniform) with each measured column's potential the log of its one-way
     measurement projected onto the simplex (the first of each column's): the exact fit of the
@@ -862,8 +868,8 @@ def _one_way_start(model: GraphicalModel, observed: Sequence[Observed]) -> Graph
         if (not o.linear or runs is not None) and len(o.scope) == 1 and o.scope not in seen:
             seen.add(o.scope)
             share = project_to_simplex(np.asarray(o.values, dtype=np.float64))
-            if runs is not None:  # a run's share even over its cells
-                share = share[runs] / np.bincount(runs)[runs]
+            if runs is not None:
+                share = spread_evenly(share, runs)
             k = model.scopes.index(o.scope)
             potentials[k] = np.log(np.maximum(share, EMPTY)).reshape(potentials[k].shape)
     return replace(model, potentials=potentials)

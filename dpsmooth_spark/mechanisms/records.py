@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from dpsmooth_spark.core.cell_marginals import MAX_CELLS, CellCoding, CellMarginals
 from dpsmooth_spark.core.columns import TableCodec
-from dpsmooth_spark.core.graphical import GraphicalModel, Observed, coarse_table
+from dpsmooth_spark.core.graphical import GraphicalModel, Observed, coarse_table, spread_evenly
 from dpsmooth_spark.core.kernel import ExactSums, PassSpec
 from dpsmooth_spark.core.maxent import project_to_simplex
 from dpsmooth_spark.mechanisms.adaptive import (
@@ -400,8 +400,7 @@ def _fine(observed: Observed) -> np.ndarray:
     """A one-way's counts per cell, a run's spread evenly over its cells."""
     if observed.groups is None or observed.groups[0] is None:
         return observed.values
-    groups = observed.groups[0]
-    return observed.values[groups] / np.bincount(groups)[groups]
+    return spread_evenly(observed.values, observed.groups[0])
 
 
 def _cell_shape(y: np.ndarray, std: float) -> np.ndarray:
