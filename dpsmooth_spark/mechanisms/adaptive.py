@@ -6,8 +6,8 @@ otherwise). The candidates are the 1-, 2- and 3-way marginals of those cells, ea
 
 1. measures every one-way marginal (the first's noisy total decides whether later rounds pair
    up, :data:`MIN_SIGNAL`, in how many cells the other one-ways are measured,
-   ``Tables.first_cells``, and which columns the later tables may read in coarser cells,
-   ``Tables.coarsen``);
+   ``Tables.first_cells``, which are measured together, ``Tables.join_first``, and which
+   columns the later tables may read in coarser cells, ``Tables.coarsen``);
 2. then, round after round, estimates the table (``core.graphical.fit_model``, warm-started),
    scores every candidate by its weighted L1 error under the estimate less the error its noise
    alone would leave, picks one with the exponential mechanism, and measures it;
@@ -59,6 +59,11 @@ first (WDBC at epsilon 10, delta 1e-9, four seeded releases: worst kernel error 
 0.0154 at ``16 d``, 0.0127 at ``8 d``, 0.0108 at ``4 d``) and what shows a column's shape
 (heavy-tailed / skewed tables at 10: W1 ratio 1.25 / 1.94 at ``16 d``, 0.43 / 0.43 at ``4 d``;
 docs/mechanisms.md)."""
+FIRST_SHARE = 0.05
+"""Least share of the first round's budget that its first table gets: that table's noisy total
+decides how the others are measured (runs, pooling, shapes) and whether the later rounds pair
+up. In proportion to the square root of its cells, a label of two cells among WDBC's 31 columns
+would get 1.1%, and its total's noise (3,600 rows at epsilon 0.1) would swamp the 569 rows."""
 MAX_MODEL_CELLS = 2_000_000
 """Largest model (cells of the junction tree's cliques) the loop may grow to; AIM grows its
 limit with the budget spent, and so does the loop."""
@@ -229,8 +234,8 @@ def _estimate(
     total = max(1.0, float(np.sum(sums[:, 0] / sums[:, 1]) / np.sum(1.0 / sums[:, 1])))
     observed = [
         replace(o, values=o.values / total, std=o.std / total)
-        for o in map(tables.observed, measurements)
-        if o is not None
+        for m in measurements
+        for o in tables.observed(m)
     ]
     return fit_model(tables.sizes, observed, iterations, start, tables.structure), total
 
@@ -274,6 +279,9 @@ def run_loop(
     later = rounds - len(first)
     spent = budget if later < 2.0 - 1e-9 else per_round * len(first)
     split = spent * shares / shares.sum()
+    if len(first) > 1 and split[0] < FIRST_SHARE * spent:  # its total decides the rest
+        split[0] = FIRST_SHARE * spent
+        split[1:] = (spent - split[0]) * shares[1:] / shares[1:].sum()
     measurements = [measure(first[0], float(split[0]), 0)]
     # the first table's noisy total decides the later rounds: they pair up once (twice the
     # budget each) where one would measure a median pair below MIN_SIGNAL, and where fewer
@@ -285,7 +293,7 @@ def run_loop(
             spent = budget
     rows = tables.rows_sum(measurements[0])
     total = 0.0 if rows is None else rows[0]
-    for c, b in zip(first[1:], split[1:], strict=True):
+    for c, b in tables.join_first(first[1:], split[1:], total, noise_std, pure):
         measurements += first_round(c, float(b), total)
     # the first table measured the count: what follows it is paid from the later rounds
     kept = tables.reserve(first[0], float(split[0]), total, noise_std) * float(split[0])

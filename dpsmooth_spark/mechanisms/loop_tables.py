@@ -91,6 +91,19 @@ class Tables:
         noise standard deviation ``std`` of its counts (here as it is)."""
         return c
 
+    def join_first(
+        self,
+        found: Sequence[Candidate],
+        budgets: Sequence[float],
+        total: float,
+        std: Callable[[float], float],
+        pure: bool,
+    ) -> list[tuple[Candidate, float]]:
+        """The first round's tables after the first, each with its budget, as measured, given
+        the rows' noisy count ``total``, ``std(budget)`` and whether the accountant is pure
+        epsilon-DP (here as they are)."""
+        return list(zip(found, budgets, strict=True))
+
     def follow(self, c: Candidate) -> Candidate:
         """The table measured after first-round table ``c`` with the budget :meth:`reserve`
         kept."""
@@ -149,9 +162,10 @@ class Tables:
         """The model's scope ``c`` measures (``None``: it does not enter the model)."""
         return c.scope
 
-    def observed(self, m: Measurement) -> Observed | None:
-        """What ``m`` tells the model, in counts (``None``: nothing)."""
-        return Observed(m.scope, m.values, m.std)
+    def observed(self, m: Measurement) -> list[Observed]:
+        """What ``m`` tells the model, in counts: its tables (none, one, or one per column of a
+        pooled one-way, ``mechanisms/records.py``)."""
+        return [Observed(m.scope, m.values, m.std)]
 
     def rows_sum(self, m: Measurement) -> tuple[float, float] | None:
         """``m``'s estimate of the table's rows and its variance (``None``: none)."""

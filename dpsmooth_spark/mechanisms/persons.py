@@ -49,7 +49,7 @@ from dpsmooth_spark.mechanisms.loop_tables import (
     Scope,
     candidates,
 )
-from dpsmooth_spark.mechanisms.records import POINTS, SHAPE, RecordTables
+from dpsmooth_spark.mechanisms.records import POINTS, POOLED, SHAPE, RecordTables
 from dpsmooth_spark.privacy.accountant import PrivacyAccountant
 from dpsmooth_spark.privacy.noise import NoiseSource
 
@@ -90,9 +90,9 @@ def unit_tables(
     )
 
 
-ROWS_LIKE = ("rows", POINTS, SHAPE)
+ROWS_LIKE = ("rows", POINTS, SHAPE, POOLED)
 """Kinds that count rows (a unit moves them by ``k``): a marginal, a one-way with its bounds
-apart, a shape (``mechanisms/records.py``)."""
+apart, a shape, a pooled one-way (``mechanisms/records.py``)."""
 
 
 class PersonTables(RecordTables):
@@ -162,14 +162,14 @@ class PersonTables(RecordTables):
         return float(self.sizes[c.scope[0]] if c.kind == "agreement" else c.cells)
 
     def exact(self, c: Candidate) -> np.ndarray:
-        if c.kind in (POINTS, SHAPE):
+        if c.kind in (POINTS, SHAPE, POOLED):
             return super().exact(c)
         return self.answers[c.kind, c.scope] / SCALE
 
     def sensitivity(self, kind: str) -> float:
         """In the accountant's units (it multiplies by ``k``): a marginal of the rows moves by
         ``k`` when a unit comes or goes, a unit or agreement table by 1."""
-        return 1.0 if kind in ROWS_LIKE else 1.0 / self.k
+        return super().sensitivity(kind) if kind in ROWS_LIKE else 1.0 / self.k
 
     @property
     def structure(self) -> tuple[Scope, ...]:
@@ -204,12 +204,12 @@ class PersonTables(RecordTables):
         full = tuple(sorted({*scope, self.rows}))
         return Observed(full, values, std, self._shares(full), scope)
 
-    def observed(self, m: Measurement) -> Observed | None:
+    def observed(self, m: Measurement) -> list[Observed]:
         if m.kind == "agreement":
             self._agreement_tables.setdefault(m.scope[0], {})[m.round] = m
-            return None
+            return []
         if m.kind == "units":
-            return self._unit_query(m.scope, m.values, m.std)
+            return [self._unit_query(m.scope, m.values, m.std)]
         return super().observed(m)
 
     def rows_sum(self, m: Measurement) -> tuple[float, float] | None:

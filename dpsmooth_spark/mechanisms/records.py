@@ -6,12 +6,14 @@ A continuous or wide lattice column's first-round table is its one-way with the 
 of their own (kind ``points``, ``core.cell_marginals``): still a histogram of the rows, so one
 record moves one count by one. Its sums per cell tell the model the column's one-way; its bound
 cells tell the share of the edge cells' rows that sit on a bound, which the model does not hold.
-A continuous or wide lattice column keeps :data:`SHAPE_SHARE` of its first-round budget for its
-shape (kind ``shape``: its rows off the bounds in sub-cells of each cell or per level, a
-histogram too) where the first table's noisy count says the sub-cells would show
-(:meth:`RecordTables.reserve`). Decoding places a cell's rows by its shape. After the first
-round such a column may be read in groups of its cells as well (kind ``coarse``): where the
-rows are too few for a pair of 16-cell columns to show through the noise
+Where even runs of its cells would be noise, such columns are measured together as one pooled
+one-way (kind ``pooled``, :meth:`RecordTables.join_first`; pure epsilon-DP): a record moves one
+count per column. A continuous or wide lattice column keeps :data:`SHAPE_SHARE` of its
+first-round budget for its shape (kind ``shape``: its rows off the bounds in sub-cells of each
+cell or per level, a histogram too) where the first table's noisy count says the sub-cells
+would show (:meth:`RecordTables.reserve`). Decoding places a cell's rows by its shape. After
+the first round such a column may be read in groups of its cells as well (kind ``coarse``):
+where the rows are too few for a pair of 16-cell columns to show through the noise
 (:meth:`RecordTables.coarsen`).
 """
 
@@ -93,6 +95,13 @@ own."""
 SHAPE = "shape"
 """Kind of a column's rows off its bounds in the sub-cells of its cells
 (``CellCoding.shape_cells``)."""
+POOLED = "pooled"
+"""Kind of several continuous columns' one-ways counted together: their 16 cells' counts summed
+(:meth:`RecordTables.join_first`)."""
+POOLED_FLOOR = 2.0
+"""Noise standard deviations under which a pooled one-way's count is read as empty: at the
+budgets that pool, a cell's noise is a sizeable share of the rows, and the simplex projection
+alone would leave rows in empty cells far from the data."""
 COARSE = "coarse"
 """Kind of a marginal of the rows that reads some of its ordered columns in coarser cells
 (:meth:`RecordTables.coarsen`)."""
@@ -146,6 +155,8 @@ class RecordTables(Tables):
         self.cells, self.points, self.shaped = coding.value_cells, points, shapes or {}
         self.coding = coding
         self.apart = set(coding.points)
+        self.pooled: Scope = ()
+        """The columns of the first round's pooled one-way, if any (:meth:`join_first`)."""
         self.signal = bound_signal(len(coding.points))
 
     def first(self) -> list[Candidate]:
@@ -182,9 +193,9 @@ class RecordTables(Tables):
         if c == MAX_CELLS:
             return
         for m in measurements:
-            observed = self.observed(m) if m.round == 0 and m.kind == POINTS else None
-            if observed is not None:
-                self.groups[m.scope[0]] = _even_groups(_fine(observed), MAX_CELLS, c)
+            if m.round == 0 and m.kind in (POINTS, POOLED):
+                for observed in self.observed(m):
+                    self.groups[observed.scope[0]] = _even_groups(_fine(observed), MAX_CELLS, c)
 
     def pool(self) -> list[Candidate]:
         """The marginals (:class:`Tables`), those with an anchor column :data:`ANCHOR_WEIGHT`
@@ -235,6 +246,8 @@ class RecordTables(Tables):
             return self._coarse_exact[c.scope]
         if c.kind == SHAPE:
             return self.shaped[c.scope[0]]
+        if c.kind == POOLED:
+            return np.sum([self._cell_counts(v) for v in c.scope], axis=0)
         if c.kind != POINTS:
             return super().exact(c)
         points = self.points[c.scope[0]]
@@ -244,6 +257,13 @@ class RecordTables(Tables):
         cells = runs.size
         inner = np.bincount(runs, weights=points[1 : cells + 1])
         return np.concatenate([points[:1], inner, points[cells + 1 :]])
+
+    def _cell_counts(self, v: int) -> np.ndarray:
+        """Column ``v``'s counts per value cell, a bound's in its edge cell."""
+        points, cells = self.points[v], self.cells[v]
+        counts = np.array(points[1 : cells + 1], dtype=np.float64)
+        counts[[0, -1]] += points[[0, cells + 1]]
+        return counts
 
     def _runs(self, v: int, size: int) -> np.ndarray | None:
         """The run of each of column ``v``'s value cells in its one-way with its bounds apart
@@ -275,29 +295,76 @@ class RecordTables(Tables):
             runs //= 2
         return replace(c, cells=c.cells - cells + runs)
 
+    def join_first(
+        self,
+        found: Sequence[Candidate],
+        budgets: Sequence[float],
+        total: float,
+        std: Callable[[float], float],
+        pure: bool,
+    ) -> list[tuple[Candidate, float]]:
+        """Under pure epsilon-DP, the continuous or wide lattice columns (16 cells, no null
+        cell) whose one-ways even :data:`MIN_RUNS` runs would leave below :data:`RUN_SIGNAL`
+        noise standard deviations (``total`` rows spread evenly) are measured as one pooled
+        one-way (kind ``pooled``) from their budgets together. For ``m`` columns at ``e / m``
+        each, a record moves ``m`` pooled counts: noise of scale ``m / e`` on ``n m`` values,
+        where each column's own one-way has the same scale on ``n`` values (the mean of the
+        ``m``, ``sqrt m`` times less). In zCDP that mean is as good as the pooled counts, so
+        nothing is pooled. Public sizes and a DP output: post-processing."""
+        pairs = list(zip(found, budgets, strict=True))
+        swamped = [
+            (c, b)
+            for c, b in pairs
+            if pure
+            and c.kind == POINTS
+            and self.cells[c.scope[0]] == MAX_CELLS == self.sizes[c.scope[0]]
+            and total / MIN_RUNS < RUN_SIGNAL * std(b)
+        ]
+        if len(swamped) < 2:
+            return pairs
+        self.pooled = tuple(c.scope[0] for c, _ in swamped)
+        joined = Candidate(self.pooled, MAX_CELLS, 1.0, POOLED)
+        kept = [(c, b) for c, b in pairs if c.kind != POINTS or c.scope[0] not in self.pooled]
+        return [*kept, (joined, sum(b for _, b in swamped))]
+
+    def sensitivity(self, kind: str) -> float:
+        """A pooled one-way's: its columns (one record moves one count of each); else 1."""
+        return float(len(self.pooled)) if kind == POOLED else 1.0
+
     def follow(self, c: Candidate) -> Candidate:
         """The column's shape."""
         return Candidate(c.scope, self.coding.shape_cells(c.scope[0]).size, 1.0, SHAPE)
 
     def rows_sum(self, m: Measurement) -> tuple[float, float] | None:
-        """A shape leaves out the rows on the bounds and the nulls: no estimate of the rows."""
+        """A shape leaves out the rows on the bounds and the nulls: no estimate of the rows; a
+        pooled one-way counts each row once per column."""
+        if m.kind == POOLED:
+            width = len(m.scope)
+            return float(m.values.sum()) / width, m.std**2 * m.values.size / width**2
         return None if m.kind == SHAPE else super().rows_sum(m)
 
-    def observed(self, m: Measurement) -> Observed | None:
+    def observed(self, m: Measurement) -> list[Observed]:
         """The one-way with its bounds apart tells the model its one-way: a bound's count is
         summed into its edge cell (that cell's noise ``sqrt 2`` times as large) where it shows
         rows on the bound (:func:`bound_signal`), and left out where it is noise (on a column
-        with no value on its bounds it would only add noise where its tails are thinnest)."""
+        with no value on its bounds it would only add noise where its tails are thinnest). A
+        pooled one-way of ``m`` columns tells each its mean, with ``sqrt m`` times its noise:
+        ``m`` equal one-ways then weigh as one measurement of their sum, and each column
+        keeps the pooled shape unless a later table says otherwise."""
         if m.kind == SHAPE:
-            return None  # what it tells is decoding's (:meth:`shapes`)
+            return []  # what it tells is decoding's (:meth:`shapes`)
         if m.kind == COARSE:
-            return Observed(m.scope, m.values, m.std, groups=self._grouped(m.scope))
+            return [Observed(m.scope, m.values, m.std, groups=self._grouped(m.scope))]
+        if m.kind == POOLED:
+            width = len(m.scope)
+            kept = np.where(m.values > POOLED_FLOOR * m.std, m.values, 0.0)
+            return [Observed((v,), kept / width, m.std / math.sqrt(width)) for v in m.scope]
         if m.kind != POINTS:
             return super().observed(m)
         v, y = m.scope[0], m.values
         runs = self._runs(v, y.size)
         if runs is not None:
-            return self._observed_runs(m, runs)
+            return [self._observed_runs(m, runs)]
         cells = self.cells[v]
         values = np.concatenate([y[1 : cells + 1], y[cells + 2 :]])  # the null cell, if any
         std = np.full(values.size, m.std)
@@ -305,7 +372,7 @@ class RecordTables(Tables):
             if y[bound] > self.signal * m.std:
                 values[edge] += y[bound]
                 std[edge] *= np.sqrt(2.0)
-        return Observed(m.scope, values, std)
+        return [Observed(m.scope, values, std)]
 
     def _observed_runs(self, m: Measurement, runs: np.ndarray) -> Observed:
         """A one-way measured in runs of cells (:meth:`first_cells`): the model's one-way summed

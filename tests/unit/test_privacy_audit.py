@@ -748,33 +748,48 @@ def test_adaptive_marginal_audit():
     assert_calibrated(outputs, base, neighbour, (93, 94), shift, 0.0)
 
 
-@pytest.mark.parametrize("kind", ["points", "runs", "shape"])
+@pytest.mark.parametrize("kind", ["points", "runs", "pooled", "shape"])
 def test_adaptive_points_and_shape_audit(kind):
     """A continuous column's first-round one-way with its bounds apart, the same in 8 runs of
-    its cells, and its shape (privacy.md 3j), with epsilon = 1, through ``adaptive._measure``
-    on the counts the kernel counts (the runs' as ``RecordTables.exact`` sums them): the added
-    record sits on the upper bound, a cell of its own (``points``), in the last cell, so the
-    last run (``runs``), or inside the bounds in the last sub-cell (``shape``), and moves that
-    one count by 1 (its L1 sensitivity, as a histogram's)."""
+    its cells, two such columns' pooled one-way, and a column's shape (privacy.md 3j), with
+    epsilon = 1, through ``adaptive._measure`` on the counts the kernel counts (the runs' and the
+    pooled one-way's as ``RecordTables.exact`` sums them): the added record sits on the upper
+    bound, a cell of its own (``points``), in the last cell, so the last run (``runs``) and the
+    pooled one-way's last cell, once per column (``pooled``: that count moves by 2, at the
+    sensitivity ``RecordTables.sensitivity`` states), or inside the bounds in the last sub-cell
+    (``shape``); it moves the one count by 1 (a histogram's L1 sensitivity) or 2."""
     from dpsmooth_spark.core.cell_marginals import CellCoding, CellMarginals
     from dpsmooth_spark.mechanisms import adaptive, records
     from dpsmooth_spark.mechanisms.loop_tables import Candidate
 
-    coding = CellCoding((0,), (False,), (False,))
-    spec = CellMarginals(coding, ((0,),), coding.points, coding.points)
-    base = np.random.default_rng(0).uniform(-0.9, 0.9, size=(40, 1))
-    added = {"points": 1.0, "runs": 0.95, "shape": 0.999}[kind]
-    neighbour = np.vstack([base, [[added]]])
+    width = 2 if kind == "pooled" else 1
+    coding = CellCoding((0,) * width, (False,) * width, (False,) * width)
+    spec = CellMarginals(coding, tuple((v,) for v in range(width)), coding.points, coding.points)
+    base = np.random.default_rng(0).uniform(-0.9, 0.9, size=(40, width))
+    added = {"points": 1.0, "runs": 0.95, "pooled": 0.95, "shape": 0.999}[kind]
+    neighbour = np.vstack([base, [[added] * width]])
+    pooled = Candidate((0, 1), 16, 1.0, records.POOLED)
+
+    def tables_of(table):
+        counts = spec.counts(table).astype(np.float64)
+        points = spec.split_points(counts)
+        tables = records.RecordTables(coding, spec.split(counts).__getitem__, points, 1)
+        if kind == "pooled":  # a first table's total of 0: both columns are swamped
+            first = [Candidate((v,), 18, 1.0, records.POINTS) for v in (0, 1)]
+            assert tables.join_first(first, [0.5, 0.5], 0.0, lambda b: 1.0, True) == [(pooled, 1.0)]
+        return counts, tables
 
     def exact_counts(table):
-        counts = spec.counts(table).astype(np.float64)
+        counts, tables = tables_of(table)
         if kind == "shape":
             return spec.split_shapes(counts)[0]
-        points = spec.split_points(counts)
         if kind == "points":
-            return points[0]
-        tables = records.RecordTables(coding, spec.split(counts).__getitem__, points, 1)
+            return spec.split_points(counts)[0]
+        if kind == "pooled":
+            return tables.exact(pooled)
         return tables.exact(Candidate((0,), 10, 1.0, records.POINTS))  # 8 runs and 2 bounds
+
+    sensitivity = tables_of(base)[1].sensitivity(records.POOLED) if kind == "pooled" else 1.0
 
     def outputs(table, factor, seed):
         exact = exact_counts(table)
@@ -783,13 +798,13 @@ def test_adaptive_points_and_shape_audit(kind):
         for _ in range(2 * RUNS):
             accountant = PrivacyAccountant(1.0)
             stage = records.POINTS if kind == "runs" else kind
-            measured = adaptive._measure((0,), exact, 1.0, accountant, noise, 0, stage)
+            measured = adaptive._measure((0,), exact, 1.0, accountant, noise, 0, stage, sensitivity)
             runs.append(measured.values)
         assert accountant.spent_epsilon() == pytest.approx(1.0)
         return np.array(runs), exact
 
-    shift = np.zeros({"points": 18, "runs": 10, "shape": 256}[kind])
-    shift[-2 if kind == "runs" else -1] = 1.0
+    shift = np.zeros({"points": 18, "runs": 10, "pooled": 16, "shape": 256}[kind])
+    shift[-2 if kind == "runs" else -1] = float(width)
     assert_calibrated(outputs, base, neighbour, (97, 98), shift, 0.0)
 
 
