@@ -254,7 +254,7 @@ def run_loop(
     first = tables.first()
 
     def measure(c: Candidate, share: float, round_: int) -> Measurement:
-        sensitivity = tables.sensitivity(c.kind)
+        sensitivity = tables.sensitivity(c)
         return _measure(
             c.scope, tables.exact(c), share, accountant, noise, round_, c.kind, sensitivity
         )
@@ -275,7 +275,7 @@ def run_loop(
     # the first round: one round's budget per table, split in proportion to sqrt(cells times
     # sensitivity), which minimises their summed expected L1 noise at a fixed sum of budgets;
     # with fewer than two later rounds, the whole budget
-    shares = np.sqrt([tables.size(c) * tables.sensitivity(c.kind) for c in first])
+    shares = np.sqrt([tables.size(c) * tables.sensitivity(c) for c in first])
     later = rounds - len(first)
     spent = budget if later < 2.0 - 1e-9 else per_round * len(first)
     split = spent * shares / shares.sum()
@@ -315,9 +315,9 @@ def run_loop(
         spent += per_round
         select_budget = SELECTION_SHARE * per_round
         measure_budget = per_round - select_budget
-        std = {
-            kind: _noise_std(accountant, tables.sensitivity(kind), measure_budget)
-            for kind in {c.kind for c in pool}
+        std = {  # a later round's tables of one kind share their sensitivity
+            kind: _noise_std(accountant, tables.sensitivity(c), measure_budget)
+            for kind, c in {c.kind: c for c in pool}.items()
         }
         limit = MAX_MODEL_CELLS * spent / budget
         size = TreeSize(model.sizes, model.scopes)
@@ -332,7 +332,7 @@ def run_loop(
                 for c in fitting
             ]
         )
-        weights = scales * np.array([tables.sensitivity(c.kind) for c in fitting])
+        weights = scales * np.array([tables.sensitivity(c) for c in fitting])
         pick = fitting[_select(scores, weights, select_budget, accountant, noise, round_)]
         before = tables.predict(pick)
         measurements.append(measure(pick, measure_budget, round_))

@@ -128,8 +128,8 @@ class Tables:
         """What the first round's split counts as ``c``'s cells."""
         return float(c.cells)
 
-    def sensitivity(self, kind: str) -> float:
-        """A table's L1 sensitivity in the accountant's units (it multiplies by the rows a
+    def sensitivity(self, c: Candidate) -> float:
+        """Table ``c``'s L1 sensitivity in the accountant's units (it multiplies by the rows a
         privacy unit may contribute): one record moves one count of a marginal by one."""
         return 1.0
 

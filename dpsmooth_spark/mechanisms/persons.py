@@ -166,10 +166,10 @@ class PersonTables(RecordTables):
             return super().exact(c)
         return self.answers[c.kind, c.scope] / SCALE
 
-    def sensitivity(self, kind: str) -> float:
+    def sensitivity(self, c: Candidate) -> float:
         """In the accountant's units (it multiplies by ``k``): a marginal of the rows moves by
         ``k`` when a unit comes or goes, a unit or agreement table by 1."""
-        return super().sensitivity(kind) if kind in ROWS_LIKE else 1.0 / self.k
+        return super().sensitivity(c) if c.kind in ROWS_LIKE else 1.0 / self.k
 
     @property
     def structure(self) -> tuple[Scope, ...]:

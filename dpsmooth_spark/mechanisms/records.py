@@ -155,8 +155,6 @@ class RecordTables(Tables):
         self.cells, self.points, self.shaped = coding.value_cells, points, shapes or {}
         self.coding = coding
         self.apart = set(coding.points)
-        self.pooled: Scope = ()
-        """The columns of the first round's pooled one-way, if any (:meth:`join_first`)."""
         self.signal = bound_signal(len(coding.points))
 
     def first(self) -> list[Candidate]:
@@ -322,14 +320,12 @@ class RecordTables(Tables):
         ]
         if len(swamped) < 2:
             return pairs
-        self.pooled = tuple(c.scope[0] for c, _ in swamped)
-        joined = Candidate(self.pooled, MAX_CELLS, 1.0, POOLED)
-        kept = [(c, b) for c, b in pairs if c.kind != POINTS or c.scope[0] not in self.pooled]
-        return [*kept, (joined, sum(b for _, b in swamped))]
+        joined = Candidate(tuple(c.scope[0] for c, _ in swamped), MAX_CELLS, 1.0, POOLED)
+        return [p for p in pairs if p not in swamped] + [(joined, sum(b for _, b in swamped))]
 
-    def sensitivity(self, kind: str) -> float:
+    def sensitivity(self, c: Candidate) -> float:
         """A pooled one-way's: its columns (one record moves one count of each); else 1."""
-        return float(len(self.pooled)) if kind == POOLED else 1.0
+        return float(len(c.scope)) if c.kind == POOLED else 1.0
 
     def follow(self, c: Candidate) -> Candidate:
         """The column's shape."""

@@ -789,7 +789,7 @@ def test_adaptive_points_and_shape_audit(kind):
             return tables.exact(pooled)
         return tables.exact(Candidate((0,), 10, 1.0, records.POINTS))  # 8 runs and 2 bounds
 
-    sensitivity = tables_of(base)[1].sensitivity(records.POOLED) if kind == "pooled" else 1.0
+    sensitivity = tables_of(base)[1].sensitivity(pooled) if kind == "pooled" else 1.0
 
     def outputs(table, factor, seed):
         exact = exact_counts(table)
@@ -882,6 +882,7 @@ def test_person_shape_audit():
     from dpsmooth_spark.core.cell_marginals import CellCoding
     from dpsmooth_spark.core.unit_tables import SCALE
     from dpsmooth_spark.mechanisms import adaptive, persons, records
+    from dpsmooth_spark.mechanisms.loop_tables import Candidate
 
     k = 4
     coding = CellCoding((2, 0), (False, False), (True, False))
@@ -902,7 +903,7 @@ def test_person_shape_audit():
         runs = []
         for _ in range(2 * RUNS):
             accountant = PrivacyAccountant(1.0, unit_rows=k)
-            sensitivity = tables.sensitivity(records.SHAPE)
+            sensitivity = tables.sensitivity(Candidate((1,), 256, 1.0, records.SHAPE))
             measured = adaptive._measure(
                 (1,), exact, 1.0, accountant, noise, 0, records.SHAPE, sensitivity
             )
@@ -925,12 +926,14 @@ def test_person_table_audit(kind):
     from dpsmooth_spark.core.cell_marginals import CellCoding
     from dpsmooth_spark.core.unit_tables import SCALE
     from dpsmooth_spark.mechanisms import adaptive, persons
+    from dpsmooth_spark.mechanisms.loop_tables import Candidate
 
     k = 4
     coding = CellCoding((3, 3), (False, False), (True, True))
     spec = persons.unit_tables(coding, (True, False), k, adaptive.LoopSettings(max_way=2))
     tables = persons.PersonTables(spec, {}, 2)
     scope = (1, 2) if kind == "units" else (1,)
+    candidate = Candidate(scope, 1, 1.0, kind)
     rng = np.random.default_rng(0)
     units = np.repeat(np.arange(20), rng.integers(1, k + 1, 20))
     base = (np.column_stack([units % 3, rng.integers(0, 3, units.size)]), units)
@@ -944,7 +947,7 @@ def test_person_table_audit(kind):
         for _ in range(2 * RUNS):
             accountant = PrivacyAccountant(1.0, unit_rows=k)
             measured = adaptive._measure(
-                scope, exact, 1.0, accountant, noise, 1, kind, tables.sensitivity(kind)
+                scope, exact, 1.0, accountant, noise, 1, kind, tables.sensitivity(candidate)
             )
             runs.append(measured.values)
         assert accountant.spent_epsilon() == pytest.approx(1.0)
