@@ -244,8 +244,8 @@ class RecordTables(Tables):
             return self._coarse_exact[c.scope]
         if c.kind == SHAPE:
             return self.shaped[c.scope[0]]
-        if c.kind == POOLED:
-            return np.sum([self._cell_counts(v) for v in c.scope], axis=0)
+        if c.kind == POOLED:  # its columns have no null cell: their one-ways' counts
+            return np.sum([self.answer((v,)) for v in c.scope], axis=0)
         if c.kind != POINTS:
             return super().exact(c)
         points = self.points[c.scope[0]]
@@ -255,13 +255,6 @@ class RecordTables(Tables):
         cells = runs.size
         inner = np.bincount(runs, weights=points[1 : cells + 1])
         return np.concatenate([points[:1], inner, points[cells + 1 :]])
-
-    def _cell_counts(self, v: int) -> np.ndarray:
-        """Column ``v``'s counts per value cell, a bound's in its edge cell."""
-        points, cells = self.points[v], self.cells[v]
-        counts = np.array(points[1 : cells + 1], dtype=np.float64)
-        counts[[0, -1]] += points[[0, cells + 1]]
-        return counts
 
     def _runs(self, v: int, size: int) -> np.ndarray | None:
         """The run of each of column ``v``'s value cells in its one-way with its bounds apart
