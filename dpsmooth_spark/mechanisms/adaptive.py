@@ -293,7 +293,7 @@ def run_loop(
             spent = budget
     rows = tables.rows_sum(measurements[0])
     total = 0.0 if rows is None else rows[0]
-    for c, b in tables.join_first(first[1:], split[1:], total, noise_std, pure):
+    for c, b in tables.join_first(first[1:], split[1:], total, noise_std):
         measurements += first_round(c, float(b), total)
     # the first table measured the count: what follows it is paid from the later rounds
     kept = tables.reserve(first[0], float(split[0]), total, noise_std) * float(split[0])

@@ -97,11 +97,9 @@ class Tables:
         budgets: Sequence[float],
         total: float,
         std: Callable[[float], float],
-        pure: bool,
     ) -> list[tuple[Candidate, float]]:
         """The first round's tables after the first, each with its budget, as measured, given
-        the rows' noisy count ``total``, ``std(budget)`` and whether the accountant is pure
-        epsilon-DP (here as they are)."""
+        the rows' noisy count ``total`` and ``std(budget)`` (here as they are)."""
         return list(zip(found, budgets, strict=True))
 
     def follow(self, c: Candidate) -> Candidate:

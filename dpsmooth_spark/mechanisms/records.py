@@ -7,8 +7,8 @@ of their own (kind ``points``, ``core.cell_marginals``): still a histogram of th
 record moves one count by one. Its sums per cell tell the model the column's one-way; its bound
 cells tell the share of the edge cells' rows that sit on a bound, which the model does not hold.
 Where even runs of its cells would be noise, such columns are measured together as one pooled
-one-way (kind ``pooled``, :meth:`RecordTables.join_first`; pure epsilon-DP): a record moves one
-count per column. A continuous or wide lattice column keeps :data:`SHAPE_SHARE` of its
+one-way (kind ``pooled``, :meth:`RecordTables.join_first`): a record moves one count per
+column. A continuous or wide lattice column keeps :data:`SHAPE_SHARE` of its
 first-round budget for its shape (kind ``shape``: its rows off the bounds in sub-cells of each
 cell or per level, a histogram too) where the first table's noisy count says the sub-cells
 would show (:meth:`RecordTables.reserve`). Decoding places a cell's rows by its shape. After
@@ -292,22 +292,21 @@ class RecordTables(Tables):
         budgets: Sequence[float],
         total: float,
         std: Callable[[float], float],
-        pure: bool,
     ) -> list[tuple[Candidate, float]]:
-        """Under pure epsilon-DP, the continuous or wide lattice columns (16 cells, no null
-        cell) whose one-ways even :data:`MIN_RUNS` runs would leave below :data:`RUN_SIGNAL`
-        noise standard deviations (``total`` rows spread evenly) are measured as one pooled
-        one-way (kind ``pooled``) from their budgets together. For ``m`` columns at ``e / m``
-        each, a record moves ``m`` pooled counts: noise of scale ``m / e`` on ``n m`` values,
-        where each column's own one-way has the same scale on ``n`` values (the mean of the
-        ``m``, ``sqrt m`` times less). In zCDP that mean is as good as the pooled counts, so
-        nothing is pooled. Public sizes and a DP output: post-processing."""
+        """The continuous or wide lattice columns (16 cells, no null cell) whose one-ways even
+        :data:`MIN_RUNS` runs would leave below :data:`RUN_SIGNAL` noise standard deviations
+        (``total`` rows spread evenly) are measured as one pooled one-way (kind ``pooled``)
+        from their budgets together. For ``m`` columns at ``e / m`` each, a record moves ``m``
+        pooled counts (L1 and, all in one cell, L2): under pure DP noise of scale ``m / e`` on
+        ``n m`` values, where each column's own one-way has the same scale on ``n`` values (the
+        mean of the ``m``, ``sqrt m`` times less); in zCDP the pooled counts are as precise as
+        that mean. Either way each column then reads the shape they share, not its own noise.
+        Public sizes and a DP output: post-processing."""
         pairs = list(zip(found, budgets, strict=True))
         swamped = [
             (c, b)
             for c, b in pairs
-            if pure
-            and c.kind == POINTS
+            if c.kind == POINTS
             and self.cells[c.scope[0]] == MAX_CELLS == self.sizes[c.scope[0]]
             and total / MIN_RUNS < RUN_SIGNAL * std(b)
         ]

@@ -776,7 +776,7 @@ def test_adaptive_points_and_shape_audit(kind):
         tables = records.RecordTables(coding, spec.split(counts).__getitem__, points, 1)
         if kind == "pooled":  # a first table's total of 0: both columns are swamped
             first = [Candidate((v,), 18, 1.0, records.POINTS) for v in (0, 1)]
-            assert tables.join_first(first, [0.5, 0.5], 0.0, lambda b: 1.0, True) == [(pooled, 1.0)]
+            assert tables.join_first(first, [0.5, 0.5], 0.0, lambda b: 1.0) == [(pooled, 1.0)]
         return counts, tables
 
     def exact_counts(table):
