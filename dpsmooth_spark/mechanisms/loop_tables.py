@@ -118,9 +118,10 @@ class Tables:
         (0.097 -> 0.105)."""
         return True
 
-    def coarsen(self, measurements: Sequence[Measurement], std: float) -> None:
-        """Choose :attr:`groups` from the first round's ``measurements`` and the noise standard
-        deviation ``std`` of a later round's count (none here)."""
+    def coarsen(self, measurements: Sequence[Measurement], total: float, std: float) -> None:
+        """Choose :attr:`groups` from the first round's ``measurements``, the rows' noisy count
+        ``total`` and the noise standard deviation ``std`` of a later round's count (none
+        here)."""
 
     def size(self, c: Candidate) -> float:
         """What the first round's split counts as ``c``'s cells."""

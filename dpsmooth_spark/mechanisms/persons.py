@@ -135,7 +135,7 @@ class PersonTables(RecordTables):
         persons)."""
         return False
 
-    def coarsen(self, measurements: Sequence[Measurement], std: float) -> None:
+    def coarsen(self, measurements: Sequence[Measurement], total: float, std: float) -> None:
         """A release of persons reads every table in its cells."""
 
     def pool(self) -> list[Candidate]:

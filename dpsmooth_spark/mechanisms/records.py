@@ -173,17 +173,15 @@ class RecordTables(Tables):
         ]
         return sorted(found, key=lambda c: c.scope[0] in self.shaped)
 
-    def coarsen(self, measurements: Sequence[Measurement], std: float) -> None:
+    def coarsen(self, measurements: Sequence[Measurement], total: float, std: float) -> None:
         """A continuous or wide lattice column is read by the later rounds' coarse tables in
         ``c`` groups of its cells as well (2, 4 or 8), the most for which a pair of such columns
         gives each coarse cell :data:`adaptive.MIN_SIGNAL` noise standard deviations ``std``
-        of the first table's noisy count: on small tables a pair of 16-cell columns is mostly
+        of the rows' noisy count ``total``: on small tables a pair of 16-cell columns is mostly
         noise, and the loop measured none. The groups hold even shares of the column's first-round
         one-way (its noisy counts projected onto the simplex): equal cells of its bounds would
         put a column that sits in a corner of them in one group. Post-processing of the first
         round's output and public sizes."""
-        found = self.rows_sum(measurements[0]) if measurements else None
-        total = 0.0 if found is None else found[0]
         self.groups, self._coarse_exact = {}, {}
         c = MAX_CELLS  # every such column has this many cells, so one count of groups for all
         while c > 2 and total / (c * c) < MIN_SIGNAL * std:

@@ -97,6 +97,36 @@ def test_below_the_signal_rounds_pair_up_and_a_short_loop_keeps_or_gives_its_pic
             assert spend[1] == pytest.approx(epsilon / 8)
 
 
+@pytest.mark.parametrize(("n", "epsilon", "times"), [(5_000, 0.1, 2), (20_000, 10.0, 1)])
+def test_an_unclear_first_total_measures_the_first_table_again(
+    n: int, epsilon: float, times: int
+) -> None:
+    """A label of 2 cells before eight columns of 16 gets 4.2% of the first round (half the
+    budget at 2 d rounds). At epsilon 0.1 its total's noise sd (about 950) is a fifth of the
+    5,000 rows, short of TOTAL_CLEAR's tenth, so the label is measured again at FIRST_SHARE of
+    the round (Laplace sd sqrt 2 / (0.05 epsilon / 2)); at 10 it is under 10 rows of 20,000, and
+    the label is measured once. Seeded; the margins are wide."""
+    sizes = (2,) + (16,) * 8
+    rng = np.random.default_rng(5)
+    codes = np.column_stack([rng.integers(0, s, n) for s in sizes])
+
+    def answer(scope: tuple[int, ...]) -> np.ndarray:
+        index = np.ravel_multi_index(tuple(codes[:, v] for v in scope), [sizes[v] for v in scope])
+        return np.bincount(index, minlength=int(np.prod([sizes[v] for v in scope]))).astype(float)
+
+    accountant = PrivacyAccountant(epsilon)
+    result = adaptive.run_loop(
+        loop_tables.Tables(sizes, answer, 2),
+        accountant,
+        NoiseSource(np.random.default_rng(3)),
+    )
+    label = [m for m in result.measurements if m.round == 0 and m.scope == (0,)]
+    assert len(label) == times
+    if times == 2:
+        assert label[1].std == pytest.approx(np.sqrt(2.0) / (0.05 * epsilon / 2))
+    assert accountant.spent_epsilon() == pytest.approx(epsilon, rel=1e-9)
+
+
 def test_it_picks_the_related_pair_and_keeps_the_rest_independent() -> None:
     """At epsilon 2 on 20,000 rows the related pair's error (about 0.9 of its mass) towers over
     every other candidate's score; seeded, so it never fails by chance."""
