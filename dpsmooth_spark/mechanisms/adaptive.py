@@ -4,8 +4,9 @@ Every column is coded into cells (``core.cell_marginals``: a category's levels, 
 otherwise). The candidates are the 1-, 2- and 3-way marginals of those cells, each a
 :class:`Candidate` record whose exact answer one data pass computes. The loop on the driver:
 
-1. measures every one-way marginal (the first's noisy total decides whether later rounds pair
-   up, :data:`MIN_SIGNAL`, in how many cells the other one-ways are measured,
+1. measures every one-way marginal (the first's noisy total, the first measured again where
+   that total is unclear, :data:`TOTAL_CLEAR`, decides whether later rounds pair up,
+   :data:`MIN_SIGNAL`, in how many cells the other one-ways are measured,
    ``Tables.first_cells``, which are measured together, ``Tables.join_first``, and which
    columns the later tables may read in coarser cells, ``Tables.coarsen``);
 2. then, round after round, estimates the table (``core.graphical.fit_model``, warm-started),
@@ -53,22 +54,17 @@ Where fewer than two paired rounds would be left, a release of persons gives the
 first round; a table of records keeps them (``Tables.keeps_low_picks``)."""
 ZCDP_ROUNDS = 4
 """Rounds per column in zCDP, where a round's noise grows only with the square root of the
-rounds, so the loop affords more of them than pure DP's ``2 d``. Not AIM's ``16 d``: that leaves
-the one-way marginals a sixteenth of the budget, and the one-ways are what a smooth query reads
-first (WDBC at epsilon 10, delta 1e-9, four seeded releases: worst kernel error at sigma 4
-0.0154 at ``16 d``, 0.0127 at ``8 d``, 0.0108 at ``4 d``) and what shows a column's shape
-(heavy-tailed / skewed tables at 10: W1 ratio 1.25 / 1.94 at ``16 d``, 0.43 / 0.43 at ``4 d``;
-docs/mechanisms.md)."""
+rounds: more than pure DP's ``2 d``, fewer than AIM's ``16 d``, which leaves the one-ways that a
+smooth query reads first a sixteenth of the budget (WDBC at epsilon 10, worst kernel error at
+sigma 4: 0.0154 at ``16 d``, 0.0108 at ``4 d``; docs/mechanisms.md)."""
 FIRST_SHARE = 0.05
-"""Share of the first round's budget at which a first table of a smaller share is measured
-again where its noisy total is not :data:`TOTAL_CLEAR` noise sds clear of zero: that total
-decides how the others are measured (runs, pooling, shapes) and whether the later rounds pair
-up. In proportion to the square root of its cells, a label of two cells among WDBC's 31
-columns gets 1.1%, and its total's noise (3,600 rows at epsilon 0.1) swamps the 569 rows."""
+"""Share of the first round at which a first table of a smaller share is measured again where
+its total is unclear (:data:`TOTAL_CLEAR`): that total decides the runs, pooling, shapes and
+pairing. WDBC's label gets 1.1%, and its total's noise (3,600 rows at epsilon 0.1) swamps the
+569 rows."""
 TOTAL_CLEAR = 10.0
-"""Noise sds by which the first table's noisy total must clear zero (its noise a tenth of it at
-most) for the first round to go on without measuring it again. At epsilon 10 WDBC's label is
-16 sds clear at its own share, and a twentieth of the round more took from the one-ways a
+"""Noise sds by which the first table's noisy total must clear zero not to be measured again.
+WDBC's label at epsilon 10 is 16 sds clear, and a twentieth more took from the one-ways a
 smooth query reads (worst kernel error at sigma 4, zCDP: 0.0108 -> 0.0120)."""
 MAX_MODEL_CELLS = 2_000_000
 """Largest model (cells of the junction tree's cliques) the loop may grow to; AIM grows its
@@ -236,8 +232,7 @@ def _estimate(
 ) -> tuple[GraphicalModel, float]:
     """The model of the measurements, and the table's size: every measured sum, each weighted
     by its inverse variance."""
-    sums = np.array([s for s in map(tables.rows_sum, measurements) if s is not None])
-    total = max(1.0, float(np.sum(sums[:, 0] / sums[:, 1]) / np.sum(1.0 / sums[:, 1])))
+    total = max(1.0, _rows(tables, measurements)[0])
     observed = [
         replace(o, values=o.values / total, std=o.std / total)
         for m in measurements
