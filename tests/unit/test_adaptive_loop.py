@@ -24,10 +24,10 @@ def _table(n: int, seed: int) -> np.ndarray:
     return np.column_stack([a, b, rng.integers(0, 5, n), rng.integers(0, 2, n)])
 
 
-def _answers(codes: np.ndarray):
+def _answers(codes: np.ndarray, sizes: tuple[int, ...] = SIZES):
     def answer(scope):
-        index = np.ravel_multi_index(tuple(codes[:, v] for v in scope), [SIZES[v] for v in scope])
-        return np.bincount(index, minlength=int(np.prod([SIZES[v] for v in scope]))).astype(float)
+        index = np.ravel_multi_index(tuple(codes[:, v] for v in scope), [sizes[v] for v in scope])
+        return np.bincount(index, minlength=int(np.prod([sizes[v] for v in scope]))).astype(float)
 
     return answer
 
@@ -109,14 +109,9 @@ def test_an_unclear_first_total_measures_the_first_table_again(
     sizes = (2,) + (16,) * 8
     rng = np.random.default_rng(5)
     codes = np.column_stack([rng.integers(0, s, n) for s in sizes])
-
-    def answer(scope: tuple[int, ...]) -> np.ndarray:
-        index = np.ravel_multi_index(tuple(codes[:, v] for v in scope), [sizes[v] for v in scope])
-        return np.bincount(index, minlength=int(np.prod([sizes[v] for v in scope]))).astype(float)
-
     accountant = PrivacyAccountant(epsilon)
     result = adaptive.run_loop(
-        loop_tables.Tables(sizes, answer, 2),
+        loop_tables.Tables(sizes, _answers(codes, sizes), 2),
         accountant,
         NoiseSource(np.random.default_rng(3)),
     )
