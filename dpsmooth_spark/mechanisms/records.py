@@ -126,6 +126,22 @@ At two deviations (fewer runs) iris lost (W1 at 0.1 1.84 and at 1 0.64 over four
 MIN_RUNS = 4
 """Fewest runs a first-round one-way is measured in: two keep too little of a column's shape
 (wine at 0.1, four seeded releases: W1 ratio 1.74 with two, 1.51 with four)."""
+CLEAR_POWER = 0.5
+"""Where a pair of 16-cell columns is clear of a later round's noise and a triple is not, the
+coarse triples read 8 groups, each an even share of the square roots of the column's counts:
+the noise a fine pair puts in the empty cells off a relation cannot be taken out (the fit's
+counts are at least zero), and it weakens the relation (5,000 rows at 10: a measured pair's
+correlation 0.79, in the model 0.67). Square roots keep a skewed column's tail, where its
+Pearson correlation lives, in groups of its own. Three seeded releases at 10, correlation
+ratio without coarse triples -> with them: correlated 0.26 -> 0.18, heavy tails 0.49 -> 0.41,
+skewed scales 0.33 -> 0.29. With coarse pairs as well, even shares lost the skewed table's
+tail (0.37 against square roots' 0.19) and cube roots (the quantiser's optimal density) did no
+better (0.21); 4 groups lost on the mixed table. Coarse pairs took the fine pairs' rounds
+(the age/bmi table's correlation 0.656 -> 0.645). The cost: on the mixed table at 1 the coarse
+triples take rounds from the fine pairs the 16-cell scorer rewards (3-way TVD 0.0245 -> 0.0269,
+eight releases).
+Where the pairs are not clear, the groups hold even shares: at 1 square roots weakened the
+correlated and skewed tables (0.45 -> 0.51, 0.57 -> 0.72; their tails' groups are noise)."""
 SHAPE_SHARE = 0.2
 """Share of a shaped column's first-round budget kept for its shape, where measured: its
 one-way's noise grows by 1 / (1 - share) (1.25x)."""
@@ -151,6 +167,7 @@ class RecordTables(Tables):
         super().__init__(coding.sizes if sizes is None else sizes, answer, max_way)
         self.anchors = set(anchors)
         self._coarse_exact: dict[tuple[int, ...], np.ndarray] = {}
+        self._coarse_ways = 2  # fewest columns of a coarse table (:meth:`coarsen`)
         self._predicted: dict[tuple[int, ...], np.ndarray] = {}
         self.cells, self.points, self.shaped = coding.value_cells, points, shapes or {}
         self.coding = coding
@@ -180,23 +197,29 @@ class RecordTables(Tables):
         of the rows' noisy count ``total``: on small tables a pair of 16-cell columns is mostly
         noise, and the loop measured none. The groups hold even shares of the column's first-round
         one-way (its noisy counts projected onto the simplex): equal cells of its bounds would
-        put a column that sits in a corner of them in one group. Post-processing of the first
+        put a column that sits in a corner of them in one group. Where 16 cells clear it and a
+        triple of them does not, 8 groups of even shares of the counts' square roots, read only
+        by coarse tables of three columns (:data:`CLEAR_POWER`). Post-processing of the first
         round's output and public sizes."""
-        self.groups, self._coarse_exact = {}, {}
+        self.groups, self._coarse_exact, self._coarse_ways = {}, {}, 2
         c = MAX_CELLS  # every such column has this many cells, so one count of groups for all
         while c > 2 and total / (c * c) < MIN_SIGNAL * std:
             c //= 2
-        if c == MAX_CELLS:
-            return
+        power = 1.0
+        if c == MAX_CELLS:  # clear pairs: where a triple is not, coarse triples
+            if min(self.max_way, len(self.cells)) < 3 or total / c**3 >= MIN_SIGNAL * std:
+                return
+            c, power, self._coarse_ways = MAX_CELLS // 2, CLEAR_POWER, 3
         for m in measurements:
             if m.round == 0 and m.kind in (POINTS, POOLED):
                 for observed in self.observed(m):
-                    self.groups[observed.scope[0]] = _even_groups(_fine(observed), MAX_CELLS, c)
+                    fine = _fine(observed)
+                    self.groups[observed.scope[0]] = _even_groups(fine, MAX_CELLS, c, power)
 
     def pool(self) -> list[Candidate]:
         """The marginals (:class:`Tables`), those with an anchor column :data:`ANCHOR_WEIGHT`
-        times as heavy, and those of two or three columns again with their grouped columns read
-        in coarser cells (:meth:`coarsen`)."""
+        times as heavy, and those of two or three columns (three where pairs are clear) again
+        with their grouped columns read in coarser cells (:meth:`coarsen`)."""
         found = [
             replace(c, weight=c.weight * ANCHOR_WEIGHT)
             if len(c.scope) > 1 and self.anchors & set(c.scope)
@@ -208,7 +231,7 @@ class RecordTables(Tables):
                 c.scope, int(np.prod([self._coarse_size(v) for v in c.scope])), c.weight, COARSE
             )
             for c in found
-            if len(c.scope) > 1 and any(v in self.groups for v in c.scope)
+            if len(c.scope) >= self._coarse_ways and any(v in self.groups for v in c.scope)
         ]
 
     def _coarse_size(self, v: int) -> int:
@@ -437,12 +460,13 @@ class RecordTables(Tables):
         return out
 
 
-def _even_groups(counts: np.ndarray, cells: int, groups: int) -> np.ndarray:
+def _even_groups(counts: np.ndarray, cells: int, groups: int, power: float = 1.0) -> np.ndarray:
     """The group of each of a column's cells: ``groups`` runs of adjacent value cells, each
-    about an even share of ``counts`` (the first ``cells``, noisy, projected onto the simplex;
-    a cell goes where its middle falls), numbered in order; the null cell, if any, is a group
-    of its own."""
-    shares = project_to_simplex(counts[:cells] / max(float(counts[:cells].sum()), 1.0))
+    about an even share of ``counts`` (the first ``cells``, noisy, projected onto the simplex,
+    raised to ``power``; a cell goes where its middle falls), numbered in order; the null cell,
+    if any, is a group of its own."""
+    shares = project_to_simplex(counts[:cells] / max(float(counts[:cells].sum()), 1.0)) ** power
+    shares /= shares.sum()  # the projection sums to 1, so some share is above 0
     middle = np.cumsum(shares) - shares / 2.0
     runs = np.minimum(np.floor(middle * groups), groups - 1).astype(np.int64)
     runs = np.unique(runs, return_inverse=True)[1].astype(np.int64)
