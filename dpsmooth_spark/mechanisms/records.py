@@ -139,9 +139,9 @@ tail (0.37 against square roots' 0.19) and cube roots (the quantiser's optimal d
 better (0.21); 4 groups lost on the mixed table. Coarse pairs took the fine pairs' rounds
 (the age/bmi table's correlation 0.656 -> 0.645). The cost: on the mixed table at 1 the coarse
 triples take rounds from the fine pairs the 16-cell scorer rewards (3-way TVD 0.0245 -> 0.0269,
-eight releases).
-Where the pairs are not clear, the groups hold even shares: at 1 square roots weakened the
-correlated and skewed tables (0.45 -> 0.51, 0.57 -> 0.72; their tails' groups are noise)."""
+eight releases). Where the pairs are not clear, the groups hold even shares: at 1 square roots
+weakened the correlated and skewed tables (0.45 -> 0.51, 0.57 -> 0.72; their tails' groups are
+noise)."""
 SHAPE_SHARE = 0.2
 """Share of a shaped column's first-round budget kept for its shape, where measured: its
 one-way's noise grows by 1 / (1 - share) (1.25x)."""
