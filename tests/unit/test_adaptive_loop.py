@@ -71,7 +71,8 @@ def test_below_the_signal_rounds_pair_up_and_a_short_loop_keeps_or_gives_its_pic
     round, under MIN_SIGNAL's 2, so the four later rounds of 2 d = 8 pair up (twice the budget
     each; annealing may double it again); with rounds = 6 only one paired round is left, which
     a table of records keeps and tables that give it (a release of persons) spend on the first
-    round. 20,000 rows at epsilon 2 (about 80) leave both as they are."""
+    round, and a pick takes LOW_SELECTION_SHARE of its round. 20,000 rows at epsilon 2 (about
+    80) leave the rounds and the pick's SELECTION_SHARE as they are."""
     cases = ((2_000, 0.1, None, True), (2_000, 0.1, 6, True), (2_000, 0.1, 6, False))
     for n, epsilon, rounds, keeps in (*cases, (20_000, 2.0, None, True)):
         accountant = PrivacyAccountant(epsilon)
@@ -92,9 +93,16 @@ def test_below_the_signal_rounds_pair_up_and_a_short_loop_keeps_or_gives_its_pic
         elif n == 2_000:  # the first later round has twice one round's budget
             assert spend[0] == pytest.approx(epsilon / 2)
             assert spend[1] >= 2 * epsilon / 8 * (1 - 1e-9)
+            assert _pick(accountant, 1) == pytest.approx(adaptive.LOW_SELECTION_SHARE * spend[1])
         else:
             assert spend[0] == pytest.approx(epsilon / 2)
             assert spend[1] == pytest.approx(epsilon / 8)
+            assert _pick(accountant, 1) == pytest.approx(adaptive.SELECTION_SHARE * spend[1])
+
+
+def _pick(accountant: PrivacyAccountant, round_: int) -> float:
+    """Epsilon the pick of ``round_`` spent."""
+    return sum(c.epsilon for c in accountant.charges if c.stage == f"adaptive.select.{round_}")
 
 
 @pytest.mark.parametrize(("n", "epsilon", "times"), [(5_000, 0.1, 2), (20_000, 10.0, 1)])
