@@ -4,12 +4,9 @@ Every column is coded into cells (``core.cell_marginals``: a category's levels, 
 otherwise). The candidates are the 1-, 2- and 3-way marginals of those cells, each a
 :class:`Candidate` record whose exact answer one data pass computes. The loop on the driver:
 
-1. measures every one-way marginal (the first's noisy total, the first measured again where
-   that total is unclear, :data:`TOTAL_CLEAR`, decides whether later rounds pair up,
-   :data:`MIN_SIGNAL`, the picks' share, :data:`LOW_SELECTION_SHARE`, in how many cells the
-   other one-ways are measured, ``Tables.first_cells``, which are measured together,
-   ``Tables.join_first``, and which columns the later tables may read in coarser cells,
-   ``Tables.coarsen``);
+1. measures every one-way marginal; the first one's noisy total (:data:`TOTAL_CLEAR`) decides
+   the later rounds' budget and share (:data:`MIN_SIGNAL`, :data:`LOW_SELECTION_SHARE`) and the
+   other one-ways' cells (``Tables.first_cells``, ``join_first``, ``coarsen``);
 2. then, round after round, estimates the table (``core.graphical.fit_model``, warm-started),
    scores every candidate by its weighted L1 error under the estimate less the error its noise
    alone would leave, picks one with the exponential mechanism, and measures it;
@@ -26,6 +23,7 @@ may measure, and how the model reads it, is a ``Tables`` (``mechanisms/loop_tabl
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -266,8 +264,7 @@ def run_loop(
             c.scope, tables.exact(c), share, accountant, noise, round_, c.kind, sensitivity
         )
 
-    def noise_std(share: float) -> float:
-        return _noise_std(accountant, 1.0, share)
+    noise_std = functools.partial(_noise_std, accountant, 1.0)  # a count's, at a budget
 
     def first_round(c: Candidate, share: float, total: float) -> list[Measurement]:
         """``c`` and the table that may follow it, from ``c``'s budget (``Tables.reserve``)."""
@@ -298,12 +295,13 @@ def run_loop(
         total, total_std = _rows(tables, measurements)
     # where even two rounds' budget would measure a median pair below MIN_SIGNAL, the pick
     # takes the larger share
-    low = _low_signal(pool, total, total_std, per_round / 2.0, accountant)
+    measured = 1.0 - SELECTION_SHARE  # a later round's measurement's share of it
+    low = _low_signal(pool, total, total_std, noise_std(measured * per_round / 2.0))
     share = LOW_SELECTION_SHARE if low else SELECTION_SHARE
     # the later rounds pair up once (twice the budget each) where one would measure a median
     # pair below MIN_SIGNAL, and where fewer than two of them are then left, a release of
     # persons gives them to the first round
-    if spent < budget and _low_signal(pool, total, total_std, per_round, accountant):
+    if spent < budget and _low_signal(pool, total, total_std, noise_std(measured * per_round)):
         per_round *= 2.0
         if later < 4.0 - 1e-9 and len(first) > 1 and not tables.keeps_low_picks:
             split[1:] = (budget - split[0]) * shares[1:] / shares[1:].sum()
@@ -316,7 +314,7 @@ def run_loop(
         measurements.append(measure(tables.follow(first[0]), kept, 0))
         spent += kept
     # the later rounds may read ordered columns in coarser cells (the first round's output)
-    tables.coarsen(measurements, total, _later_count_std(accountant, per_round, share))
+    tables.coarsen(measurements, total, noise_std((1.0 - share) * per_round))
     pool = tables.pool()
     model, total = _estimate(tables, measurements, settings.iterations, None)
     scopes = [c.scope for c in pool]
@@ -373,21 +371,14 @@ def _rows(tables: Tables, measurements: Sequence[Measurement]) -> tuple[float, f
     return sum(t / v for t, v in sums) / weight, math.sqrt(1.0 / weight)
 
 
-def _low_signal(
-    pool: Sequence[Candidate],
-    total: float,
-    std: float,
-    per_round: float,
-    accountant: PrivacyAccountant,
-) -> bool:
-    """Whether a median pair (a 2-way marginal of the rows) measured at ``per_round`` would
-    expect fewer than :data:`MIN_SIGNAL` counts per cell per noise standard deviation, the
+def _low_signal(pool: Sequence[Candidate], total: float, std: float, noise: float) -> bool:
+    """Whether a median pair (a 2-way marginal of the rows) measured with count noise ``noise``
+    would expect fewer than :data:`MIN_SIGNAL` counts per cell per noise standard deviation, the
     counts from the first round's noisy ``total`` of noise ``std`` (a DP output; infinite: no
     table measured it) and the pairs' public sizes."""
     pairs = sorted(c.cells for c in pool if c.kind == "rows" and len(c.scope) == 2)
     if not pairs or math.isinf(std):
         return False
-    noise = _later_count_std(accountant, per_round)
     return max(total, 1.0) / pairs[len(pairs) // 2] < MIN_SIGNAL * noise
 
 
@@ -396,14 +387,6 @@ def _noise_std(accountant: PrivacyAccountant, sensitivity: float, budget: float)
     its scale)."""
     spread = math.sqrt(2.0) if accountant.pure else 1.0
     return spread * accountant.noise_scale(sensitivity, budget)
-
-
-def _later_count_std(
-    accountant: PrivacyAccountant, per_round: float, share: float = SELECTION_SHARE
-) -> float:
-    """Noise standard deviation of a count of a later round of budget ``per_round`` (the
-    selection takes its ``share`` first)."""
-    return _noise_std(accountant, 1.0, (1.0 - share) * per_round)
 
 
 def _fits(grows: Scope | None, model: GraphicalModel, size: TreeSize, limit: float) -> bool:
