@@ -88,7 +88,8 @@ class LoopSettings:
         iterations: mirror-descent steps of each round's estimate; the final one takes ten times
             as many.
         anchors: the columns whose relations the user asks for first (``pair_columns``, a label):
-            a candidate with one of them weighs more in the score (``records.ANCHOR_WEIGHT``).
+            a candidate with one of them weighs more in the score (``records.ANCHOR_WEIGHT``),
+            and the first pick is one of theirs (docs/mechanisms.md, "Anchors").
     """
 
     rounds: int | None = None
@@ -293,8 +294,7 @@ def run_loop(
         split[0] += top
         split[1:] = (spent - split[0]) * shares[1:] / shares[1:].sum()
         total, total_std = _rows(tables, measurements)
-    # where even two rounds' budget would measure a median pair below MIN_SIGNAL, the pick
-    # takes the larger share
+    # the pick's larger share where even two rounds' budget leaves a median pair below MIN_SIGNAL
     measured = 1.0 - SELECTION_SHARE  # a later round's measurement's share of it
     low = _low_signal(pool, total, total_std, noise_std(measured * per_round / 2.0))
     share = LOW_SELECTION_SHARE if low else SELECTION_SHARE
@@ -320,6 +320,7 @@ def run_loop(
     scopes = [c.scope for c in pool]
     tables.prepare(model, total, scopes)  # each round's end prepares the next round's model
     selected: list[Scope] = []
+    anchors = set(settings.anchors)
     round_ = 0
     while budget - spent > 1e-12 * budget:
         round_ += 1
@@ -337,6 +338,8 @@ def run_loop(
         grows = {tables.model_scope(c) for c in pool}  # a scope's tables fit alike
         fits = {s: _fits(s, model, size, limit) for s in grows}
         fitting = [c for c in pool if fits[tables.model_scope(c)]]
+        if round_ == 1:  # the first pick is among the anchors' relations (where there are any)
+            fitting = [c for c in fitting if len(c.scope) > 1 and anchors & set(c.scope)] or fitting
         scales = np.array([tables.scale(c) * c.weight for c in fitting])
         scores = scales * np.array(
             [

@@ -472,6 +472,23 @@ def test_groups_are_runs_of_cells_of_even_shares_and_the_null_cell_its_own() -> 
     assert len(set(_even_groups(halving, 16, 8, power=0.5)[3:].tolist())) >= 3
 
 
+def test_the_first_pick_holds_an_anchor() -> None:
+    """Without anchors the first pick is a table of the related pair and column 3 (seeded, so
+    it never fails by chance); with column 2 an anchor (``pair_columns``) it is one of 2's."""
+    codes = _table(20_000, 1)
+    first = {}
+    for anchors in ((), (2,)):
+        result = adaptive.run_loop(
+            _tables(_answers(codes)),
+            PrivacyAccountant(2.0),
+            NoiseSource(np.random.default_rng(1)),
+            adaptive.LoopSettings(anchors=anchors),
+        )
+        first[anchors] = result.selected[0]
+    assert 2 not in first[()]
+    assert 2 in first[(2,)] and len(first[(2,)]) > 1
+
+
 def test_tables_with_an_anchor_column_weigh_more_in_the_score() -> None:
     """``pair_columns`` names the anchors: a table of two or three columns with one weighs
     ``ANCHOR_WEIGHT`` times its columns, the others (and every one-way) their columns."""
