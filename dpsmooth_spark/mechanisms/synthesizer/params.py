@@ -311,7 +311,7 @@ class SynthesizerParams(BaseModel):
         default=(),
         description=(
             "Anchor columns (e.g. a label) whose pair with every other column is measured; the "
-            "adaptive loop weighs their tables 4 times in its choice of what to measure."
+            "adaptive loop picks one of their tables first and weighs them 4 times after."
         ),
     )
     anchor_picks: int = Field(
