@@ -9,6 +9,7 @@ the tables of a release of persons.
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -21,8 +22,9 @@ Scope = tuple[int, ...]
 MAX_CANDIDATE_CELLS = 65_536
 """Largest marginal a candidate may be."""
 MAX_PASS_CELLS = 4_000_000
-"""Most counts the data pass computes for the candidates: 3-way candidates are offered only
-where all of them fit (their cost grows with the cube of the columns)."""
+"""Most counts the data pass computes for the candidates: a way's candidates are offered from
+the smallest up, as many sizes as fit whole (their cost grows with the cube of the columns),
+:func:`candidates`."""
 
 
 @dataclass(frozen=True)
@@ -189,9 +191,10 @@ class Tables:
 
 
 def candidates(sizes: Sequence[int], max_way: int) -> list[Candidate]:
-    """Every marginal of up to ``max_way`` columns within the public size limits: a way's
-    candidates are offered only where all of them fit in :data:`MAX_PASS_CELLS` with the
-    smaller ways'."""
+    """Every marginal of up to ``max_way`` columns within the public size limits. Where a way's
+    candidates do not all fit in :data:`MAX_PASS_CELLS` with the smaller ways', the smallest of
+    them that do are offered (all of a size or none), and no larger way: on WDBC (30 columns of
+    16 cells and a 0/1 label) the triples that hold the label, 512 counts each."""
     d = len(sizes)
     out: list[Candidate] = []
     for way in range(1, max_way + 1):
@@ -200,7 +203,21 @@ def candidates(sizes: Sequence[int], max_way: int) -> list[Candidate]:
             cells = int(np.prod([sizes[v] for v in scope]))
             if cells <= MAX_CANDIDATE_CELLS:
                 found.append(Candidate(scope, cells, float(way)))
-        if way > 1 and sum(c.cells for c in out + found) > MAX_PASS_CELLS:
+        kept = _smallest(found, MAX_PASS_CELLS - sum(c.cells for c in out)) if way > 1 else found
+        out += kept
+        if len(kept) < len(found):
             break
-        out += found
     return out
+
+
+def _smallest(found: Sequence[Candidate], room: int) -> list[Candidate]:
+    """The candidates of the smallest sizes whose counts together fit in ``room``: every
+    candidate of a size or none of it."""
+    per_size = Counter(c.cells for c in found)
+    limit, used = 0, 0
+    for cells in sorted(per_size):
+        used += cells * per_size[cells]
+        if used > room:
+            break
+        limit = cells
+    return [c for c in found if c.cells <= limit]

@@ -503,6 +503,18 @@ def test_tables_with_an_anchor_column_weigh_more_in_the_score() -> None:
     assert weights[(0, 1, 2)] == 3.0 * records.ANCHOR_WEIGHT
 
 
+def test_a_way_too_large_for_the_pass_offers_its_smallest_tables() -> None:
+    """30 columns of 16 cells and a 0/1 label (WDBC's shape): every pair fits the pass, the
+    triples of 4,096 cells do not, the 435 with the label (512 cells) do. 300 columns of 16
+    cells: no pair fits, and only the one-ways are offered."""
+    found = loop_tables.candidates([16] * 30 + [2], 3)
+    triples = [c for c in found if len(c.scope) == 3]
+    assert sum(len(c.scope) == 2 for c in found) == 31 * 30 // 2
+    assert len(triples) == 30 * 29 // 2 and all(30 in c.scope for c in triples)
+    assert sum(c.cells for c in found) <= loop_tables.MAX_PASS_CELLS
+    assert [len(c.scope) for c in loop_tables.candidates([16] * 300, 3)] == [1] * 300
+
+
 FLAG = {"name": "flag", "values": [0, 1]}
 
 
