@@ -242,25 +242,25 @@ def _maximal_cliques(sizes: Sequence[int], scopes: Sequence[Scope]) -> tuple[Sco
         for v in scope:
             neighbours[v].update(u for u in scope if u != v)
 
-    def cost(u: int) -> tuple[int, int]:
-        return sizes[u] * math.prod(sizes[w] for w in neighbours[u]), u
-
-    costs = {u: cost(u) for u in range(d)}  # only an eliminated column's neighbours change
+    # each column's clique cells, kept up to date as its neighbours change (exact integers)
+    cells = [sizes[u] * math.prod(sizes[w] for w in neighbours[u]) for u in range(d)]
+    left = set(range(d))
     found: list[frozenset[int]] = []
     holding: list[list[frozenset[int]]] = [[] for _ in range(d)]
-    while costs:
-        v = min(costs, key=costs.__getitem__)
+    while left:
+        v = min(left, key=lambda u: (cells[u], u))
         clique = frozenset(neighbours[v] | {v})
         # maximal unless an earlier clique holding v holds it (no later one holds v)
         if not any(clique <= o for o in holding[v]):
             found.append(clique)
         for u in neighbours[v]:
             holding[u].append(clique)
-        del costs[v]
+        left.discard(v)
         for u in neighbours[v]:
-            neighbours[u].update(neighbours[v] - {u})
+            new = neighbours[v] - neighbours[u] - {u}
+            neighbours[u] |= new
             neighbours[u].discard(v)
-            costs[u] = cost(u)
+            cells[u] = cells[u] * math.prod(sizes[w] for w in new) // sizes[v]
     return tuple(sorted(tuple(sorted(c)) for c in found))
 
 
