@@ -8,6 +8,7 @@ the tables of a release of persons.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -195,6 +196,13 @@ def candidates(sizes: Sequence[int], max_way: int) -> list[Candidate]:
     candidates do not all fit in :data:`MAX_PASS_CELLS` with the smaller ways', the smallest of
     them that do are offered (all of a size or none), and no larger way: on WDBC (30 columns of
     16 cells and a 0/1 label) the triples that hold the label, 512 counts each."""
+    return list(_candidates(tuple(int(v) for v in sizes), max_way))
+
+
+@functools.lru_cache(maxsize=8)
+def _candidates(sizes: tuple[int, ...], max_way: int) -> tuple[Candidate, ...]:
+    """:func:`candidates`, enumerated once per table (the pass and each ``pool`` ask for it;
+    100 columns' triples take about a second)."""
     d = len(sizes)
     out: list[Candidate] = []
     for way in range(1, max_way + 1):
@@ -207,7 +215,7 @@ def candidates(sizes: Sequence[int], max_way: int) -> list[Candidate]:
         out += kept
         if len(kept) < len(found):
             break
-    return out
+    return tuple(out)
 
 
 def _smallest(found: Sequence[Candidate], room: int) -> list[Candidate]:
