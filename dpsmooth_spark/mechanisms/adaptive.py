@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -51,11 +51,12 @@ LOW_SELECTION_SHARE = 0.2
 tables whose relations stand out gains more than the measurement loses (Adult at epsilon 0.1,
 3-way TVD 0.1187 -> 0.1146; docs/mechanisms.md)."""
 MIN_SIGNAL = 2.0
-"""Where a later round's measurement of a median pair (a 2-way marginal of the rows) would expect
-fewer counts per cell per noise standard deviation, rounds pair up: half as many, twice the
-budget each (once: on small tables every pair is below it, and fewer pairs measured lose more).
-Where fewer than two paired rounds would be left, a release of persons gives their budget to the
-first round; a table of records keeps them (``Tables.keeps_low_picks``)."""
+"""Where a later round's measurement of a median pair (a 2-way marginal of the rows, its cells as
+``Tables.pairing_cells`` counts them) would expect fewer counts per cell per noise sd, rounds
+pair up: half as many, twice the budget each (once: on small tables every pair is below it, and
+fewer pairs measured lose more). Where fewer than two paired rounds would be left, a release of
+persons gives their budget to the first round; a table of records keeps them
+(``Tables.keeps_low_picks``)."""
 ZCDP_ROUNDS = 4
 """Rounds per column in zCDP, where a round's noise grows only with the square root of the
 rounds: more than pure DP's ``2 d``, fewer than AIM's ``16 d``, which leaves the one-ways that a
@@ -296,12 +297,14 @@ def run_loop(
         total, total_std = _rows(tables, measurements)
     # the pick's larger share where even two rounds' budget leaves a median pair below MIN_SIGNAL
     measured = 1.0 - SELECTION_SHARE  # a later round's measurement's share of it
-    low = _low_signal(pool, total, total_std, noise_std(measured * per_round / 2.0))
+    pairs = [c for c in pool if c.kind == "rows" and len(c.scope) == 2]
+    half, alone = (noise_std(measured * per_round / k) for k in (2.0, 1.0))
+    low = _low_signal([c.cells for c in pairs], total, total_std, half)
     share = LOW_SELECTION_SHARE if low else SELECTION_SHARE
-    # the later rounds pair up once (twice the budget each) where one would measure a median
-    # pair below MIN_SIGNAL, and where fewer than two of them are then left, a release of
-    # persons gives them to the first round
-    if spent < budget and _low_signal(pool, total, total_std, noise_std(measured * per_round)):
+    # the later rounds pair up once (twice the budget each) where one would read a median pair
+    # below MIN_SIGNAL; where fewer than two are then left, a release of persons gives them to
+    # the first round
+    if spent < budget and _low_signal(map(tables.pairing_cells, pairs), total, total_std, alone):
         per_round *= 2.0
         if later < 4.0 - 1e-9 and len(first) > 1 and not tables.keeps_low_picks:
             split[1:] = (budget - split[0]) * shares[1:] / shares[1:].sum()
@@ -374,15 +377,12 @@ def _rows(tables: Tables, measurements: Sequence[Measurement]) -> tuple[float, f
     return sum(t / v for t, v in sums) / weight, math.sqrt(1.0 / weight)
 
 
-def _low_signal(pool: Sequence[Candidate], total: float, std: float, noise: float) -> bool:
-    """Whether a median pair (a 2-way marginal of the rows) measured with count noise ``noise``
-    would expect fewer than :data:`MIN_SIGNAL` counts per cell per noise standard deviation, the
-    counts from the first round's noisy ``total`` of noise ``std`` (a DP output; infinite: no
-    table measured it) and the pairs' public sizes."""
-    pairs = sorted(c.cells for c in pool if c.kind == "rows" and len(c.scope) == 2)
-    if not pairs or math.isinf(std):
-        return False
-    return max(total, 1.0) / pairs[len(pairs) // 2] < MIN_SIGNAL * noise
+def _low_signal(cells: Iterable[int], total: float, std: float, noise: float) -> bool:
+    """Whether a median pair of ``cells`` (public sizes) measured with count noise ``noise``
+    would expect fewer than :data:`MIN_SIGNAL` counts per cell per noise sd, from the first
+    round's noisy ``total`` of noise ``std`` (a DP output; infinite: no table measured it)."""
+    found = sorted(cells) if std < math.inf else []
+    return bool(found) and max(total, 1.0) / found[len(found) // 2] < MIN_SIGNAL * noise
 
 
 def _noise_std(accountant: PrivacyAccountant, sensitivity: float, budget: float) -> float:

@@ -130,6 +130,11 @@ class Tables:
         """What the first round's split counts as ``c``'s cells."""
         return float(c.cells)
 
+    def pairing_cells(self, c: Candidate) -> int:
+        """The cells the test that pairs up the later rounds counts for ``c``
+        (``adaptive.MIN_SIGNAL``; here its own)."""
+        return c.cells
+
     def sensitivity(self, c: Candidate) -> float:
         """Table ``c``'s L1 sensitivity in the accountant's units (it multiplies by the rows a
         privacy unit may contribute): one record moves one count of a marginal by one."""

@@ -138,6 +138,10 @@ class PersonTables(RecordTables):
     def coarsen(self, measurements: Sequence[Measurement], total: float, std: float) -> None:
         """A release of persons reads every table in its cells."""
 
+    def pairing_cells(self, c: Candidate) -> int:
+        """A release of persons reads every table in its cells."""
+        return c.cells
+
     def pool(self) -> list[Candidate]:
         found = [self._candidate("rows", s) for s in self.spec.row_scopes]
         found += [self._candidate("units", s) for s in self.spec.unit_scopes]

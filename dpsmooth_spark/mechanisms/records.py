@@ -142,6 +142,16 @@ triples take rounds from the fine pairs the 16-cell scorer rewards (3-way TVD 0.
 eight releases). Where the pairs are not clear, the groups hold even shares: at 1 square roots
 weakened the correlated and skewed tables (0.45 -> 0.51, 0.57 -> 0.72; their tails' groups are
 noise)."""
+PAIRING_GROUPS = 8
+"""Cells a column :meth:`RecordTables.coarsen` may group counts as in the test that pairs up
+the later rounds (``adaptive.run_loop``): the groups of the coarse triples. Where such pairs
+show through one round's noise the rounds stay one pick each: paired up, factors100 at 1 (100
+columns in ten blocks) measured 49 pairs, too few for its blocks (one seeded release,
+correlation ratio 0.77, W1 ratio 1.05; 99 picks unpaired: 0.35 / 0.92); four seeded releases
+at 1 of the correlated / heavy-tailed / skewed tables, 0.48 / 0.57 / 0.73 -> 0.34 / 0.49 /
+0.48 (heavy tails' W1 ratio 0.72 -> 0.78 over twelve). At 4 groups Adult at 0.1 did not pair
+up either, and its 2- / 3-way TVD rose by 0.0011 / 0.0023 (12 seeded releases, se 0.0007 /
+0.0012)."""
 SHAPE_SHARE = 0.2
 """Share of a shaped column's first-round budget kept for its shape, where measured: its
 one-way's noise grows by 1 / (1 - share) (1.25x)."""
@@ -233,6 +243,10 @@ class RecordTables(Tables):
             for c in found
             if len(c.scope) >= self._coarse_ways and any(v in self.groups for v in c.scope)
         ]
+
+    def pairing_cells(self, c: Candidate) -> int:
+        """A column :meth:`coarsen` may group counts :data:`PAIRING_GROUPS` cells."""
+        return int(np.prod([PAIRING_GROUPS if v in self.apart else self.sizes[v] for v in c.scope]))
 
     def _coarse_size(self, v: int) -> int:
         return int(self.groups[v].max()) + 1 if v in self.groups else self.sizes[v]

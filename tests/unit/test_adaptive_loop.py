@@ -432,6 +432,27 @@ def test_a_short_loop_with_a_grouped_column_keeps_its_pick() -> None:
         assert synth.fit(real).sample(2000).corr().loc["x", "y"] > 0.45
 
 
+def test_rounds_pair_up_where_even_a_pair_in_groups_would_be_noise() -> None:
+    """Four related columns of 4,000 rows at epsilon 1 (8 rounds): a pair of 16 cells each
+    would get about 16 rows a cell against two noise sds of one round (25), and a pair of 8
+    groups each 62. Continuous columns, which the later rounds may read in groups, keep one
+    round's budget per round; the same cells as 16-level categories pair up (twice the budget).
+    The mutant that tests the fine pair pairs up both. Seeded; the margins are wide."""
+    rng = np.random.default_rng(0)
+    x = rng.random(4000)
+    real = pd.DataFrame({f"x{i}": np.clip(x + 0.2 * i * rng.random(4000), 0, 1) for i in range(4)})
+    levels = [f"v{i}" for i in range(16)]
+    cells = real.apply(lambda v: [levels[int(min(a, 0.999) * 16)] for a in v])
+    for table, columns, paired in (
+        (real, [{"name": c, "lower": 0.0, "upper": 1.0} for c in real.columns], False),
+        (cells, [{"name": c, "values": levels} for c in real.columns], True),
+    ):
+        synth = Synthesizer(columns, 1.0, mechanism={"method": "adaptive"}, random_state=0)
+        spend = _spend(synth.fit(table).accountant_)
+        assert spend[0] == pytest.approx(0.5)
+        assert spend[1] == pytest.approx(0.25 if paired else 0.125)
+
+
 def test_a_short_loop_of_categories_keeps_its_pick() -> None:
     """Three 8-level categories of 2,000 rows at epsilon 0.3, ``b`` equal to ``a`` in 0.6 of
     the rows: the one paired round is below the signal threshold, and a table of records keeps
