@@ -15,9 +15,11 @@ Everything here is post-processing of noisy marginals: nothing reads data.
 from __future__ import annotations
 
 import functools
+import heapq
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -189,7 +191,8 @@ class TreeSize:
     Greedy elimination never crosses between the graph's connected parts (eliminating a column
     changes only its neighbours' costs, and ties go to the lower column in any part), so the
     tree's cells are the sum of its parts'; a scope joins the parts it touches, and only that
-    union is eliminated again (cached: from one round to the next most parts are unchanged)."""
+    union is eliminated again (cached by the parts and the scope: from one round to the next
+    most parts are unchanged)."""
 
     def __init__(self, sizes: Sequence[int], scopes: Sequence[Scope]) -> None:
         self.sizes = tuple(int(v) for v in sizes)
@@ -210,6 +213,8 @@ class TreeSize:
             members.setdefault(self._part[scope[0]], []).append(scope)
         self._scopes = {root: tuple(sorted(found)) for root, found in members.items()}
         self._cells = {root: self._part_cells(found) for root, found in self._scopes.items()}
+        self._keys = {root: _Hashed(found) for root, found in self._scopes.items()}
+        self._sizes_key = _Hashed(self.sizes)
         loose = [v for v in range(len(self.sizes)) if self._part[v] not in self._scopes]
         self.cells = sum(self._cells.values()) + sum(self.sizes[v] for v in loose)
 
@@ -222,20 +227,45 @@ class TreeSize:
 
     def with_scope(self, grows: Scope) -> int:
         """Cells of the tree over the scopes and ``grows``."""
-        roots = {self._part[v] for v in grows}
-        joined = {grows}
-        left = self.cells
-        for root in roots:
-            if root in self._scopes:
-                joined.update(self._scopes[root])
-                left -= self._cells[root]
-        loose = {v for v in grows if self._part[v] not in self._scopes}
-        return left - sum(self.sizes[v] for v in loose) + self._part_cells(sorted(joined))
+        roots = [r for r in {self._part[v] for v in grows} if r in self._scopes]
+        key = (self._sizes_key, frozenset(self._keys[r] for r in roots), grows)
+        joined = _JOINED.get(key)
+        if joined is None:
+            joined = self._part_cells(sorted({grows}.union(*(self._scopes[r] for r in roots))))
+            if len(_JOINED) >= JOINED_CACHE:
+                _JOINED.clear()
+            _JOINED[key] = joined
+        loose = sum(self.sizes[v] for v in grows if self._part[v] not in self._scopes)
+        return self.cells - sum(self._cells[r] for r in roots) - loose + joined
+
+
+class _Hashed:
+    """A tuple that is hashed once (a round looks up thousands of trees by the same parts)."""
+
+    __slots__ = ("value", "_hash")
+
+    def __init__(self, value: tuple[Any, ...]) -> None:
+        self.value, self._hash = value, hash(value)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, _Hashed) and self._hash == other._hash and self.value == other.value
+        )
+
+
+JOINED_CACHE = 1 << 17
+"""Trees of parts joined by a scope that :meth:`TreeSize.with_scope` keeps (some 300 bytes each)."""
+_JOINED: dict[tuple[_Hashed, frozenset[_Hashed], Scope], int] = {}
 
 
 def _maximal_cliques(sizes: Sequence[int], scopes: Sequence[Scope]) -> tuple[Scope, ...]:
     """The maximal cliques of greedy elimination on the graph joining the columns of each scope
-    (the column whose clique has fewest cells first; ties: the lower column)."""
+    (the column whose clique has fewest cells first; ties: the lower column). A heap holds each
+    column's cells as they change (a stale entry is skipped): the loop asks this of thousands
+    of trees a round."""
     d = len(sizes)
     neighbours: list[set[int]] = [set() for _ in range(d)]
     for scope in scopes:
@@ -244,23 +274,28 @@ def _maximal_cliques(sizes: Sequence[int], scopes: Sequence[Scope]) -> tuple[Sco
 
     # each column's clique cells, kept up to date as its neighbours change (exact integers)
     cells = [sizes[u] * math.prod(sizes[w] for w in neighbours[u]) for u in range(d)]
-    left = set(range(d))
+    heap = [(c, u) for u, c in enumerate(cells)]
+    heapq.heapify(heap)
+    left = [True] * d
     found: list[frozenset[int]] = []
     holding: list[list[frozenset[int]]] = [[] for _ in range(d)]
-    while left:
-        v = min(left, key=lambda u: (cells[u], u))
+    while heap:
+        c, v = heapq.heappop(heap)
+        if not left[v] or c != cells[v]:
+            continue
         clique = frozenset(neighbours[v] | {v})
         # maximal unless an earlier clique holding v holds it (no later one holds v)
         if not any(clique <= o for o in holding[v]):
             found.append(clique)
         for u in neighbours[v]:
             holding[u].append(clique)
-        left.discard(v)
+        left[v] = False
         for u in neighbours[v]:
             new = neighbours[v] - neighbours[u] - {u}
             neighbours[u] |= new
             neighbours[u].discard(v)
             cells[u] = cells[u] * math.prod(sizes[w] for w in new) // sizes[v]
+            heapq.heappush(heap, (cells[u], u))
     return tuple(sorted(tuple(sorted(c)) for c in found))
 
 
@@ -461,7 +496,9 @@ class GraphicalModel:
         for v in scope:
             groups.setdefault(part[highest[v]], []).append(v)
         if len(groups) > 1:  # parts joined by empty separators only are independent
-            found = [(tuple(g), self.marginal(tuple(g), marginals, memo)) for g in groups.values()]
+            found = [
+                (tuple(g), self._part_marginal(tuple(g), marginals, memo)) for g in groups.values()
+            ]
             vars_, table = found[0][0], found[0][1].reshape([self.sizes[v] for v in found[0][0]])
             for other, flat in found[1:]:
                 union = tuple(sorted({*vars_, *other}))
@@ -507,6 +544,19 @@ class GraphicalModel:
             factors[i] = (vars_, table)
         vars_, table = factors[top]
         return table.sum(axis=_axes_without(vars_, scope)).ravel()
+
+    def _part_marginal(
+        self,
+        scope: Scope,
+        marginals: list[np.ndarray],
+        memo: dict[tuple[int, Scope, Scope], np.ndarray],
+    ) -> np.ndarray:
+        """:meth:`marginal` of columns within one part of the tree, kept in ``memo`` (a wide
+        table's pairs across parts share their columns' marginals)."""
+        key = (-1, scope, ())
+        if key not in memo:
+            memo[key] = self.marginal(scope, marginals, memo)
+        return memo[key]
 
     def sample(
         self,

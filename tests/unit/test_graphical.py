@@ -111,6 +111,10 @@ def test_a_grown_trees_cells_are_counted_part_by_part_as_over_the_whole_graph() 
                 )
             )
             assert size.with_scope(grows) == tree_cells(sizes, tuple(sorted({*scopes, grows})))
+            # the same parts over other sizes: a tree of its own, not the one just cached
+            other = tuple(v + 1 for v in sizes)
+            expected = tree_cells(other, tuple(sorted({*scopes, grows})))
+            assert TreeSize(other, scopes).with_scope(grows) == expected
 
 
 def test_scope_marginals_are_the_marginals_of_the_scopes() -> None:
