@@ -257,7 +257,8 @@ class _Hashed:
 
 
 JOINED_CACHE = 1 << 17
-"""Trees of parts joined by a scope that :meth:`TreeSize.with_scope` keeps (some 300 bytes each)."""
+"""Trees of parts joined by a scope that :meth:`TreeSize.with_scope` keeps (some 300 bytes
+each)."""
 _JOINED: dict[tuple[_Hashed, frozenset[_Hashed], Scope], int] = {}
 
 
