@@ -501,12 +501,11 @@ class GraphicalModel:
                 (tuple(g), self._part_marginal(tuple(g), marginals, memo)) for g in groups.values()
             ]
             vars_, table = found[0][0], found[0][1].reshape([self.sizes[v] for v in found[0][0]])
-            for other, flat in found[1:]:
-                union = tuple(sorted({*vars_, *other}))
-                table = _contract(
-                    vars_, table, other, flat.reshape([self.sizes[v] for v in other]), union
-                )
-                vars_ = union
+            for other, flat in found[1:]:  # their product: no column to sum out
+                joined = (*vars_, *other)
+                vars_ = tuple(sorted(joined))
+                table = np.multiply.outer(table, flat.reshape([self.sizes[v] for v in other]))
+                table = table.transpose([joined.index(v) for v in vars_])
             return table.ravel()
         # the smallest subtree touching every column of the scope: from the highest clique
         # holding each column, climb the deepest end until all ends meet
