@@ -268,7 +268,7 @@ class RecordTables(Tables):
         if c.kind not in (COARSE, "rows"):
             return super().predict(c)
         if c.scope not in self._predicted:
-            self._predicted[c.scope] = self._total * self.marginal(c.scope)
+            self._predicted[c.scope] = super().predict(c)  # a scope's counts, of either kind
         found = self._predicted[c.scope]
         return self._coarse(c.scope, found) if c.kind == COARSE else found
 
