@@ -432,12 +432,13 @@ class GraphicalModel:
                 table, top = _exp_scaled(incoming[i] + down)
                 scaled[i], offsets[i] = table, top
                 continue
-            scaled[i], offsets[i] = scaled[i] * (factor / mass), offsets[i] + top + math.log(mass)
+            scaled[i] *= factor / mass  # each table is this propagation's own array
+            offsets[i] = offsets[i] + top + math.log(mass)
             normalised.add(i)
-        return [
-            scaled[i] if i in normalised else scaled[i] / scaled[i].sum()
-            for i in range(len(incoming))
-        ]
+        for i, table in scaled.items():
+            if i not in normalised:
+                table /= table.sum()
+        return [scaled[i] for i in range(len(incoming))]
 
     def scope_marginals(self, cliques: list[np.ndarray]) -> list[np.ndarray]:
         """The marginal over each of the model's scopes (shaped as its potential), from the
