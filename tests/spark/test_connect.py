@@ -79,9 +79,10 @@ def test_release_through_connect_writes_the_classic_table(
     the classic in-process run with the same seed: the same table, row for row."""
     variants = (
         {},
-        {
+        {  # five features and the label: the reader and the sampling differ, not the fit
             "input": {**wdbc_config_dict["input"], "reader": "spark"},
             "output": {"sampling": "executors", "partitions": 3},
+            "columns": wdbc_config_dict["columns"][:5] + wdbc_config_dict["columns"][-1:],
         },
     )
     for i, variant in enumerate(variants):
