@@ -71,6 +71,15 @@ TOTAL_CLEAR = 10.0
 """Noise sds by which the first table's noisy total must clear zero not to be measured again.
 WDBC's label at epsilon 10 is 16 sds clear, and a twentieth more took from the one-ways a
 smooth query reads (worst kernel error at sigma 4, zCDP: 0.0108 -> 0.0120)."""
+ANCHOR_WEIGHT = 4.0
+"""Factor on the score weight of a table of two or three columns with an anchor column
+(``pair_columns``, a label), where the pick takes :data:`LOW_SELECTION_SHARE`: there a round's
+selection barely tells its candidates apart, and the coarse tables of strongly related features
+outscored the label's (WDBC at 1, eight seeded releases: train-on-synthetic AUC 0.73 without,
+0.81 with it). Where pairs are clear the scores pick the label's tables where they are worst,
+and the weight only took picks from the features: correlation ratio at 10 on the correlated /
+heavy-tailed / skewed tables 0.170 / 0.408 / 0.276 with it, 0.162 / 0.337 / 0.180 without,
+AUC level (docs/mechanisms.md, "Anchors")."""
 MAX_MODEL_CELLS = 2_000_000
 """Largest model (cells of the junction tree's cliques) the loop may grow to; AIM grows its
 limit with the budget spent, and so does the loop."""
@@ -89,8 +98,9 @@ class LoopSettings:
         iterations: mirror-descent steps of each round's estimate; the final one takes ten times
             as many.
         anchors: the columns whose relations the user asks for first (``pair_columns``, a label):
-            a candidate with one of them weighs more in the score (``records.ANCHOR_WEIGHT``),
-            and the first pick is one of theirs (docs/mechanisms.md, "Anchors").
+            where the signal is low, a candidate with one of them weighs more in the score
+            (:data:`ANCHOR_WEIGHT`), and the first pick is one of theirs (docs/mechanisms.md,
+            "Anchors").
     """
 
     rounds: int | None = None
@@ -318,12 +328,15 @@ def run_loop(
         spent += kept
     # the later rounds may read ordered columns in coarser cells (the first round's output)
     tables.coarsen(measurements, total, noise_std((1.0 - share) * per_round))
-    pool = tables.pool()
+    anchors = set(settings.anchors)
+    pool = [  # at low signal the anchors' tables weigh more
+        replace(c, weight=c.weight * ANCHOR_WEIGHT) if low and _holds(c, anchors) else c
+        for c in tables.pool()
+    ]
     model, total = _estimate(tables, measurements, settings.iterations, None)
     scopes = [c.scope for c in pool]
     tables.prepare(model, total, scopes)  # each round's end prepares the next round's model
     selected: list[Scope] = []
-    anchors = set(settings.anchors)
     round_ = 0
     while budget - spent > 1e-12 * budget:
         round_ += 1
@@ -342,7 +355,7 @@ def run_loop(
         fits = {s: _fits(s, model, size, limit) for s in grows}
         fitting = [c for c in pool if fits[tables.model_scope(c)]]
         if round_ == 1:  # the first pick is among the anchors' relations (where there are any)
-            fitting = [c for c in fitting if len(c.scope) > 1 and anchors & set(c.scope)] or fitting
+            fitting = [c for c in fitting if _holds(c, anchors)] or fitting
         scales = np.array([tables.scale(c) * c.weight for c in fitting])
         scores = scales * np.array(
             [
@@ -383,6 +396,11 @@ def _low_signal(cells: Iterable[int], total: float, std: float, noise: float) ->
     round's noisy ``total`` of noise ``std`` (a DP output; infinite: no table measured it)."""
     found = sorted(cells) if std < math.inf else []
     return bool(found) and max(total, 1.0) / found[len(found) // 2] < MIN_SIGNAL * noise
+
+
+def _holds(c: Candidate, anchors: set[int]) -> bool:
+    """Whether ``c`` is a table of two or more columns with an anchor among them."""
+    return len(c.scope) > 1 and bool(anchors & set(c.scope))
 
 
 def _noise_std(accountant: PrivacyAccountant, sensitivity: float, budget: float) -> float:

@@ -105,15 +105,6 @@ alone would leave rows in empty cells far from the data."""
 COARSE = "coarse"
 """Kind of a marginal of the rows that reads some of its ordered columns in coarser cells
 (:meth:`RecordTables.coarsen`)."""
-ANCHOR_WEIGHT = 4.0
-"""Factor on the score weight of a table of two or three columns with an anchor column
-(``pair_columns``, a label), whose relations the user asks for first. The coarse tables
-outscore a label's pairs on a table whose other columns are related more strongly: on WDBC at
-1 (eight seeded releases) the loop spent every pick on pairs of features and the
-train-on-synthetic AUC fell from 0.89 to 0.73; at 4 it is 0.81, and digits' at 10 0.84 (0.66
-at 1). The selection's sensitivity is the largest weight, so the other picks get noisier:
-correlation ratio at 1 on the correlated / heavy-tailed / skewed tables 0.43 / 0.55 / 0.57
-without it, 0.51 / 0.58 / 0.74 with it (0.68 / 0.82 / 0.87 before the coarse tables)."""
 RUN_SIGNAL = 1.0
 """Noise standard deviations of a first-round one-way's count that ``total`` rows spread evenly
 over its cells (or runs of them) must reach: below it a continuous or wide lattice column is
@@ -172,10 +163,8 @@ class RecordTables(Tables):
         max_way: int,
         shapes: dict[int, np.ndarray] | None = None,
         sizes: Sequence[int] | None = None,
-        anchors: Sequence[int] = (),
     ) -> None:
         super().__init__(coding.sizes if sizes is None else sizes, answer, max_way)
-        self.anchors = set(anchors)
         self._coarse_exact: dict[tuple[int, ...], np.ndarray] = {}
         self._coarse_ways = 2  # fewest columns of a coarse table (:meth:`coarsen`)
         self._predicted: dict[tuple[int, ...], np.ndarray] = {}
@@ -227,15 +216,9 @@ class RecordTables(Tables):
                     self.groups[observed.scope[0]] = _even_groups(fine, MAX_CELLS, c, power)
 
     def pool(self) -> list[Candidate]:
-        """The marginals (:class:`Tables`), those with an anchor column :data:`ANCHOR_WEIGHT`
-        times as heavy, and those of two or three columns (three where pairs are clear) again
-        with their grouped columns read in coarser cells (:meth:`coarsen`)."""
-        found = [
-            replace(c, weight=c.weight * ANCHOR_WEIGHT)
-            if len(c.scope) > 1 and self.anchors & set(c.scope)
-            else c
-            for c in super().pool()
-        ]
+        """The marginals (:class:`Tables`), and those of two or three columns (three where pairs
+        are clear) again with their grouped columns read in coarser cells (:meth:`coarsen`)."""
+        found = super().pool()
         return found + [
             Candidate(
                 c.scope, int(np.prod([self._coarse_size(v) for v in c.scope])), c.weight, COARSE
@@ -558,7 +541,5 @@ def release(
     shapes = spec.marginals.split_shapes(counts)
     settings = settings or LoopSettings()
     coding = spec.marginals.coding
-    tables = RecordTables(
-        coding, answers.__getitem__, points, settings.max_way, shapes, anchors=settings.anchors
-    )
+    tables = RecordTables(coding, answers.__getitem__, points, settings.max_way, shapes)
     return run_loop(tables, accountant, noise, settings)

@@ -510,18 +510,25 @@ def test_the_first_pick_holds_an_anchor() -> None:
     assert 2 in first[(2,)] and len(first[(2,)]) > 1
 
 
-def test_tables_with_an_anchor_column_weigh_more_in_the_score() -> None:
-    """``pair_columns`` names the anchors: a table of two or three columns with one weighs
-    ``ANCHOR_WEIGHT`` times its columns, the others (and every one-way) their columns."""
-    from dpsmooth_spark.core.cell_marginals import CellCoding
-    from dpsmooth_spark.mechanisms import records
-
-    coding = CellCoding((0, 0, 2), (False, False, False), (False, False, True))
-    tables = records.RecordTables(coding, lambda scope: np.zeros(0), {}, 3, anchors=(2,))
-    weights = {c.scope: c.weight for c in tables.pool()}
-    assert weights[(0, 1)] == 2.0 and weights[(2,)] == 1.0
-    assert weights[(0, 2)] == 2.0 * records.ANCHOR_WEIGHT
-    assert weights[(0, 1, 2)] == 3.0 * records.ANCHOR_WEIGHT
+@pytest.mark.parametrize(("rows", "epsilon", "low"), [(20_000, 2.0, False), (200, 0.1, True)])
+def test_an_anchors_tables_weigh_more_only_where_the_signal_is_low(
+    rows: int, epsilon: float, low: bool
+) -> None:
+    """With column 2 an anchor, a table of two or three columns that holds it weighs
+    ``ANCHOR_WEIGHT`` times its columns where a median pair at half a round is below
+    ``MIN_SIGNAL`` (200 rows at 0.1), and its columns alone where pairs are clear (20,000 rows at
+    2). The selection's sensitivity, in the ledger, is the largest weight it offers: a triple's 3,
+    times the weight at low signal, from round 2 on (round 1 offers only the anchor's tables)."""
+    accountant = PrivacyAccountant(epsilon)
+    adaptive.run_loop(
+        _tables(_answers(_table(rows, 1))),
+        accountant,
+        NoiseSource(np.random.default_rng(1)),
+        adaptive.LoopSettings(anchors=(2,)),
+    )
+    later = [c.sensitivity for c in accountant.charges if c.stage.startswith("adaptive.select.")]
+    assert len(later) >= 2
+    assert set(later[1:]) == {3.0 * adaptive.ANCHOR_WEIGHT if low else 3.0}
 
 
 def test_a_way_too_large_for_the_pass_offers_its_smallest_tables() -> None:
