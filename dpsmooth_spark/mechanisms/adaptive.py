@@ -73,13 +73,10 @@ WDBC's label at epsilon 10 is 16 sds clear, and a twentieth more took from the o
 smooth query reads (worst kernel error at sigma 4, zCDP: 0.0108 -> 0.0120)."""
 ANCHOR_WEIGHT = 4.0
 """Factor on the score weight of a table of two or three columns with an anchor column
-(``pair_columns``, a label), where the pick takes :data:`LOW_SELECTION_SHARE`: there a round's
-selection barely tells its candidates apart, and the coarse tables of strongly related features
-outscored the label's (WDBC at 1, eight seeded releases: train-on-synthetic AUC 0.73 without,
-0.81 with it). Where pairs are clear the scores pick the label's tables where they are worst,
-and the weight only took picks from the features: correlation ratio at 10 on the correlated /
-heavy-tailed / skewed tables 0.170 / 0.408 / 0.276 with it, 0.162 / 0.337 / 0.180 without,
-AUC level (docs/mechanisms.md, "Anchors")."""
+(``pair_columns``, a label) where the pick takes :data:`LOW_SELECTION_SHARE`: there a selection
+barely tells its candidates apart, and the features' coarse tables outscored the label's (WDBC
+at 1: train-on-synthetic AUC 0.73 without, 0.81 with it). Where pairs are clear the weight only
+took picks from the features (docs/mechanisms.md, "Anchors")."""
 MAX_MODEL_CELLS = 2_000_000
 """Largest model (cells of the junction tree's cliques) the loop may grow to; AIM grows its
 limit with the budget spent, and so does the loop."""
