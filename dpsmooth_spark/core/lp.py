@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from ortools.linear_solver.python import model_builder as mb
 
 
 class LPError(RuntimeError):
@@ -94,6 +93,10 @@ def _solve(
     w: np.ndarray, b: np.ndarray, solver: str, time_limit_s: float | None
 ) -> tuple[np.ndarray, float, str, np.ndarray]:
     """One LP solve: (weights, objective, status, duals of the R rows and the sum row)."""
+    # imported here: OR-Tools takes over a second to import, which every CLI command and Spark
+    # worker that never solves an LP would pay
+    from ortools.linear_solver.python import model_builder as mb
+
     r, c = w.shape
     eye = sp.identity(r, format="csr")
     top = sp.hstack([sp.csr_matrix(w), eye, -eye])

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.dataset as pads
 
 RELEASE_KEY = "dpsmooth.release_id"
 SPEND_KEYS = ("mechanism", "epsilon", "delta", "epsilon_spent", "privacy_unit")
@@ -204,6 +203,10 @@ def table_exists(fmt: str, path: str, catalog_cfg: Any) -> bool:
 
 
 def _batches(staged: Path, extra: dict[str, str]) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+    # imported here: pyarrow.dataset imports pandas (over a second), which every Spark worker
+    # that imports the data pass (through spark.io) would otherwise pay
+    import pyarrow.dataset as pads
+
     dataset = pads.dataset(str(staged), format="parquet")
     schema = dataset.schema
     for name in extra:
