@@ -38,3 +38,7 @@ if [ ! -f "$stamp" ] && ! { [ -z "$extras" ] && compgen -G ".venv/.installed-$ha
   touch "$stamp"
 fi
 export PATH="$ROOT/.venv/bin:$PATH"
+# Python caches the bytecode of what it imports (in __pycache__, ignored by git): with
+# PYTHONDONTWRITEBYTECODE set, as some images set it, every process (each test worker, CLI run
+# and Spark Python worker) compiled pyspark, pandas and scipy again, 2 s of every start-up
+unset PYTHONDONTWRITEBYTECODE
