@@ -138,16 +138,7 @@ class LoopResult:
         return {
             "kind": "adaptive_marginals",
             "groups": {str(v): g.tolist() for v, g in self.groups.items()},
-            "measurements": [
-                {
-                    "scope": list(m.scope),
-                    "values": m.values.tolist(),
-                    "std": m.std,
-                    "round": m.round,
-                    "kind": m.kind,
-                }
-                for m in self.measurements
-            ],
+            "measurements": [m.to_dict() for m in self.measurements],
         }
 
     @classmethod
@@ -159,16 +150,7 @@ class LoopResult:
         ``tables``: what the loop measured (:class:`Tables`; cells per column: a record table)."""
         if not isinstance(tables, Tables):
             tables = Tables(tables, lambda scope: np.zeros(0), 0)
-        found = [
-            Measurement(
-                tuple(m["scope"]),
-                np.asarray(m["values"], float),
-                m["std"],
-                m["round"],
-                m.get("kind", "rows"),
-            )
-            for m in data["measurements"]
-        ]
+        found = [Measurement.from_dict(m) for m in data["measurements"]]
         first = sum(1 for m in found if m.round == 0)
         tables.groups = {int(v): np.asarray(g, np.int64) for v, g in data.get("groups", {}).items()}
         model, total = _estimate(tables, found[:first], iterations, None)

@@ -13,6 +13,7 @@ import itertools
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -51,6 +52,24 @@ class Measurement:
     std: float
     round: int
     kind: str = "rows"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The measurement, JSON-ready."""
+        return {
+            "scope": list(self.scope),
+            "values": self.values.tolist(),
+            "std": self.std,
+            "round": self.round,
+            "kind": self.kind,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Measurement:
+        """A measurement from :meth:`to_dict`'s form."""
+        values = np.asarray(data["values"], float)
+        return cls(
+            tuple(data["scope"]), values, data["std"], data["round"], data.get("kind", "rows")
+        )
 
 
 class Tables:
