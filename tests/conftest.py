@@ -16,7 +16,6 @@ WDBC_CONFIG = ROOT / "conf" / "examples" / "wdbc.yaml"
 LONGEST_FILES = (
     "test_privacy_audit.py",
     "test_connect.py",
-    "test_refusals.py",
     "test_relations.py",
     "test_cluster.py",
 )

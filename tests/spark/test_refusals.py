@@ -4,6 +4,7 @@ the error, retry and row-check paths of a release."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import subprocess
 import sys
@@ -86,47 +87,90 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
     )
 
 
-@pytest.mark.parametrize(
-    ("nanos", "changes", "expected"),
-    [
-        (True, {}, "some rows have a null"),
-        (
-            True,
-            {
-                "input.on_invalid": "drop",  # the sentinel row is dropped; every other clamped
-                "columns": [
-                    {"name": "f", "lower": 0, "upper": 1},
-                    {"name": "ts", "lower": "2025-01-01T00:00:00", "upper": "2026-01-01T00:00:00"},
-                    {"name": "s", "values": ["a", "b"]},
-                ],
-            },
-            "lie outside the public bounds",
-        ),
-    ],
-    ids=["invalid-rows", "clamped-rows"],
-)
-def test_no_record_value_or_exact_count_leaves_a_failing_release(
-    tmp_path, nanos, changes, expected
-):
-    """A row of sentinel values (float, int, nanosecond timestamp, date, string) in a table that
-    a release refuses before its noise (invalid rows; too many clamped; after it: the next
-    test): none of them, and no count of rows, appears in stdout, stderr (Spark's logs
-    included) or any file the release leaves; nothing is written."""
-    pq.write_table(_sentinel_table(nanos=nanos), tmp_path / "input.parquet")
-    config = _sentinel_config(tmp_path, **changes)
-    _assert_refused_saying_nothing(_cli("synthesize", "--config", str(config)), tmp_path, expected)
+REFUSED = {
+    # name: (nanosecond timestamps, config changes, the refusal's words)
+    "invalid-rows": (True, {}, "some rows have a null"),
+    "clamped-rows": (
+        True,
+        {
+            "input.on_invalid": "drop",  # the sentinel row is dropped; every other clamped
+            "columns": [
+                {"name": "f", "lower": 0, "upper": 1},
+                {"name": "ts", "lower": "2025-01-01T00:00:00", "upper": "2026-01-01T00:00:00"},
+                {"name": "s", "values": ["a", "b"]},
+            ],
+        },
+        "lie outside the public bounds",
+    ),
+    "after-noise": (  # an auto domain that selects nothing: refused after its noise
+        False,
+        {
+            "columns": [
+                {"name": "f", "lower": 0, "upper": 1},
+                {"name": "s", "values": "auto", "other": "zz"},
+            ],
+            "privacy": {"epsilon": 0.05, "delta": 1e-6},
+            "input.max_clamped_fraction": 1.0,
+            "release_id": "gone",
+        },
+        "no value's noisy count cleared",
+    ),
+}
+"""Releases of a table with a row of sentinel values that are refused: before their noise
+(invalid rows; too many clamped), and after it."""
+
+RUN_COMMANDS = """
+import json, sys
+from dpsmooth_spark.cli import main
+print("exit codes", json.dumps([main(args) for args in json.loads(sys.argv[1])]))
+"""
+"""The CLI's commands, one after another in one process, each as ``python -m dpsmooth_spark``
+runs it: one Python and JVM start-up (most of a refused run's 24 s here) for all of them."""
 
 
-def _assert_refused_saying_nothing(proc, tmp_path: Path, expected: str) -> None:
+def test_no_record_value_or_exact_count_leaves_a_refused_release(tmp_path):
+    """A row of sentinel values (float, int, nanosecond timestamp, date, string) in a table whose
+    release is refused (:data:`REFUSED`), each through ``synthesize`` of the CLI: none of them,
+    and no count of rows, appears in stdout, stderr (Spark's logs included) or any file the
+    releases leave; nothing is written; each exits with 2 and says why. ``python -m
+    dpsmooth_spark ledger`` lists the release refused after its noise, with its epsilon."""
+    commands = []
+    for name, (nanos, changes, _) in REFUSED.items():
+        folder = tmp_path / name
+        folder.mkdir()
+        pq.write_table(_sentinel_table(nanos=nanos), folder / "input.parquet")
+        changes = dict(changes)
+        release_id = changes.pop("release_id", None)
+        config = _sentinel_config(folder, **changes)
+        commands.append(["synthesize", "--config", str(config)])
+        commands[-1] += ["--release-id", release_id] if release_id else []
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-c", RUN_COMMANDS, json.dumps(commands)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        check=False,
+    )
     out = proc.stdout + proc.stderr
-    assert proc.returncode == 2, out[-3000:]
-    assert expected in out
+    assert proc.returncode == 0 and f"exit codes {[2] * len(REFUSED)}" in proc.stdout, out[-3000:]
+    for name, (_, _, expected) in REFUSED.items():
+        assert expected in out, name
+        _assert_said_nothing(out, tmp_path / name)
+    listing = _cli("ledger", "--config", commands[-1][2]).stdout
+    assert not any(text in listing for text in SENTINEL_TEXT)
+    row = next(line for line in listing.splitlines() if "gone" in line)
+    assert "refused" in row and "0.05" in row
+
+
+def _assert_said_nothing(out: str, folder: Path) -> None:
     for text in SENTINEL_TEXT:
         assert text not in out, text
     for count in ("201", "200"):  # the table's rows, kept or read
         assert f" {count} " not in out and f"{count} row" not in out
-    assert not (tmp_path / "release").exists()
-    assert not list(tmp_path.glob(".release*"))
+    assert not (folder / "release").exists()
+    assert not list(folder.glob(".release*"))
 
 
 def test_a_refusal_after_the_count_is_charged_and_a_retry_repeats_it(spark, tmp_path, monkeypatch):
@@ -155,28 +199,6 @@ def test_a_refusal_after_the_count_is_charged_and_a_retry_repeats_it(spark, tmp_
         run_synthesize(config, quiet=True)
     assert ledger.spent(config.table_id)[0] == 1.0
     assert_nothing_written(tmp_path)
-
-
-def test_a_refusal_after_noise_says_nothing_and_the_ledger_command_lists_it(tmp_path):
-    """End to end: a release of the sentinel table refused after its domain's noise (an auto
-    domain that selects nothing) says nothing of the data and writes nothing, as above, and
-    ``python -m dpsmooth_spark ledger`` lists it as refused, with its epsilon."""
-    pq.write_table(_sentinel_table(nanos=False), tmp_path / "input.parquet")
-    config = _sentinel_config(
-        tmp_path,
-        columns=[
-            {"name": "f", "lower": 0, "upper": 1},
-            {"name": "s", "values": "auto", "other": "zz"},
-        ],
-        privacy={"epsilon": 0.05, "delta": 1e-6},
-        **{"input.max_clamped_fraction": 1.0},
-    )
-    proc = _cli("synthesize", "--config", str(config), "--release-id", "gone")
-    _assert_refused_saying_nothing(proc, tmp_path, "no value's noisy count cleared")
-    listing = _cli("ledger", "--config", str(config)).stdout
-    assert not any(text in listing for text in SENTINEL_TEXT)
-    row = next(line for line in listing.splitlines() if "gone" in line)
-    assert "refused" in row and "0.05" in row
 
 
 def test_psi_fractions_that_cannot_fit_are_refused_before_any_noise(spark, tmp_path):
