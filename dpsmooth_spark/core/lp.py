@@ -93,8 +93,8 @@ def _solve(
     w: np.ndarray, b: np.ndarray, solver: str, time_limit_s: float | None
 ) -> tuple[np.ndarray, float, str, np.ndarray]:
     """One LP solve: (weights, objective, status, duals of the R rows and the sum row)."""
-    # imported here: OR-Tools takes over a second to import, which every CLI command and Spark
-    # worker that never solves an LP would pay
+    # imported here: OR-Tools takes over a second to import, which every CLI command that never
+    # solves an LP would pay (config imports this module through mechanisms.smooth_grid)
     from ortools.linear_solver.python import model_builder as mb
 
     r, c = w.shape
