@@ -111,7 +111,6 @@ REFUSED = {
             ],
             "privacy": {"epsilon": 0.05, "delta": 1e-6},
             "input.max_clamped_fraction": 1.0,
-            "release_id": "gone",
         },
         "no value's noisy count cleared",
     ),
@@ -139,11 +138,8 @@ def test_no_record_value_or_exact_count_leaves_a_refused_release(tmp_path):
         folder = tmp_path / name
         folder.mkdir()
         pq.write_table(_sentinel_table(nanos=nanos), folder / "input.parquet")
-        changes = dict(changes)
-        release_id = changes.pop("release_id", None)
         config = _sentinel_config(folder, **changes)
-        commands.append(["synthesize", "--config", str(config)])
-        commands[-1] += ["--release-id", release_id] if release_id else []
+        commands.append(["synthesize", "--config", str(config), "--release-id", f"refused-{name}"])
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(
         [sys.executable, "-c", RUN_COMMANDS, json.dumps(commands)],
@@ -160,7 +156,7 @@ def test_no_record_value_or_exact_count_leaves_a_refused_release(tmp_path):
         _assert_said_nothing(out, tmp_path / name)
     listing = _cli("ledger", "--config", commands[-1][2]).stdout
     assert not any(text in listing for text in SENTINEL_TEXT)
-    row = next(line for line in listing.splitlines() if "gone" in line)
+    row = next(line for line in listing.splitlines() if "refused-after-noise" in line)
     assert "refused" in row and "0.05" in row
 
 
