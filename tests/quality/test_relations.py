@@ -269,33 +269,21 @@ def test_a_wide_factor_table_keeps_its_blocks_through_the_pairs_low_rank_model(s
     """60 columns in six blocks, 20,000 rows, zCDP (1, 1e-6): all 1,770 pairs are measured and
     each answer's noise is near a weak relation's. Read through their low-rank model (the
     default from 50 columns), the fit's correlation error is 0.11-0.13 of independence's in
-    seeds 0-7, against 0.52-0.58 with the pairs as measured (``pair_denoise: off``); the model
-    finds the six blocks. Asserted on seed 0: below 0.35, and below 0.6 of the measured pairs'
-    (worst of the eight seeds: 0.23)."""
+    seeds 0-7, against 0.52-0.58 with the pairs as measured (``pair_denoise: off``, the
+    mutant); the model finds the six blocks. Asserted on seed 0: below 0.35, which each of the
+    mutant's eight seeds exceeds."""
     from dpsmooth_spark.mechanisms.synthesizer.summary import modelled_pairs
 
     table = block_factor_table(seed)
     bounds = {c: (-3.0, 3.0) for c in table}
     real = np.corrcoef(np.column_stack(list(table.values())), rowvar=False)
     upper = np.triu_indices(real.shape[0], 1)
-    errors = {}
-    for mode in ("auto", "off"):
-        synth = ArraySynthesizer(
-            1.0,
-            bounds,
-            delta=1e-6,
-            params=SynthesizerParams(pair_denoise=mode),
-            random_state=seed,
-        ).fit(table)
-        fitted = fitted_correlation(synth.result_)
-        errors[mode] = np.abs(fitted - real)[upper].mean() / np.abs(real[upper]).mean()
-        modelled = modelled_pairs(synth.result_.summary, synth.params)
-        if mode == "auto":
-            assert modelled is not None and modelled.model.rank == 6
-        else:
-            assert modelled is None
-    assert errors["auto"] < 0.35
-    assert errors["auto"] < 0.6 * errors["off"]
+    synth = ArraySynthesizer(1.0, bounds, delta=1e-6, random_state=seed).fit(table)
+    fitted = fitted_correlation(synth.result_)
+    error = np.abs(fitted - real)[upper].mean() / np.abs(real[upper]).mean()
+    modelled = modelled_pairs(synth.result_.summary, synth.params)
+    assert modelled is not None and modelled.model.rank == 6
+    assert error < 0.35
 
 
 def test_pure_epsilon_finds_the_blocks_of_a_wide_table_through_its_clipped_pairs():
