@@ -133,13 +133,16 @@ def test_no_record_value_or_exact_count_leaves_a_refused_release(tmp_path):
     and no count of rows, appears in stdout, stderr (Spark's logs included) or any file the
     releases leave; nothing is written; each exits with 2 and says why. ``python -m
     dpsmooth_spark ledger`` lists the release refused after its noise, with its epsilon."""
-    commands = []
+    configs = {}
     for name, (nanos, changes, _) in REFUSED.items():
         folder = tmp_path / name
         folder.mkdir()
         pq.write_table(_sentinel_table(nanos=nanos), folder / "input.parquet")
-        config = _sentinel_config(folder, **changes)
-        commands.append(["synthesize", "--config", str(config), "--release-id", f"refused-{name}"])
+        configs[name] = str(_sentinel_config(folder, **changes))
+    commands = [
+        ["synthesize", "--config", config, "--release-id", f"refused-{name}"]
+        for name, config in configs.items()
+    ]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(
         [sys.executable, "-c", RUN_COMMANDS, json.dumps(commands)],
@@ -154,7 +157,7 @@ def test_no_record_value_or_exact_count_leaves_a_refused_release(tmp_path):
     for name, (_, _, expected) in REFUSED.items():
         assert expected in out, name
         _assert_said_nothing(out, tmp_path / name)
-    listing = _cli("ledger", "--config", commands[-1][2]).stdout
+    listing = _cli("ledger", "--config", configs["after-noise"]).stdout
     assert not any(text in listing for text in SENTINEL_TEXT)
     row = next(line for line in listing.splitlines() if "refused-after-noise" in line)
     assert "refused" in row and "0.05" in row
